@@ -1,0 +1,38 @@
+"""The annotation names graceguard reads and writes, its own and the ones users already use."""
+
+from __future__ import annotations
+
+PREFIX = "graceguard.io/"
+
+# Inputs (set by users or applications).
+PROTECT = "graceguard.io/protect"
+MIN_RUNTIME = "graceguard.io/min-runtime"
+BUSY = "graceguard.io/busy"
+NOTICE = "graceguard.io/notice"
+MIN_AVAILABLE = "graceguard.io/min-available"
+
+# Equivalents other tools already define.
+CA_SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"
+KARPENTER_DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
+ACS_ENSURE_RUNNING = "alibabacloud.com/ensure-running-duration"
+
+# Outputs (written by graceguard).
+EVICTION_AT = "graceguard.io/eviction-at"
+EVICTION_REASON = "graceguard.io/eviction-reason"
+PROJECTED = "graceguard.io/projected"
+"""Comma-separated names of the annotations graceguard added while projecting protection, so that
+exactly those are removed afterwards and a user's own value is never touched."""
+BLOCKED_SINCE = "graceguard.io/blocked-since"
+"""When a planned eviction was first refused by a budget: the start of the ``pdbMaxWait`` clock."""
+
+# What projection adds, and the value it adds.
+PROJECTION: tuple[tuple[str, str], ...] = (
+    (CA_SAFE_TO_EVICT, "false"),
+    (KARPENTER_DO_NOT_DISRUPT, "true"),
+)
+
+PROTECTION_INPUTS = frozenset(
+    {PROTECT, MIN_RUNTIME, BUSY, NOTICE, CA_SAFE_TO_EVICT, KARPENTER_DO_NOT_DISRUPT,
+     ACS_ENSURE_RUNNING}
+)
+"""Every pod annotation that changes a pod's protection or notice."""

@@ -1,0 +1,181 @@
+"""The cluster as the engine sees it: nodes, pods, budgets and workloads, as plain values.
+
+A snapshot is what the Kubernetes adapter (or the simulator) observed. Everything graceguard
+itself wrote onto a pod (notice state, projected annotations, the blocked-since clock) comes back
+through these values, so the engine keeps no memory of its own and survives restarts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import enum
+import types
+from collections.abc import Mapping
+
+from graceguard.domain import intorpercent
+
+EMPTY: Mapping[str, str] = types.MappingProxyType({})
+
+
+def _empty() -> Mapping[str, str]:
+    return EMPTY
+
+
+class PodPhase(str, enum.Enum):
+    PENDING = "Pending"
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    UNKNOWN = "Unknown"
+
+
+TERMINAL_PHASES = frozenset({PodPhase.SUCCEEDED, PodPhase.FAILED})
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class WorkloadRef:
+    """A workload with a scale subresource that owns pods (through a ReplicaSet for Deployments)."""
+
+    kind: str
+    namespace: str
+    name: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.kind}/{self.namespace}/{self.name}"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Pod:
+    namespace: str
+    name: str
+    node: str | None
+    start_time: dt.datetime | None = None
+    grace_seconds: int = 30
+    priority: int = 0
+    annotations: Mapping[str, str] = dataclasses.field(default_factory=_empty)
+    labels: Mapping[str, str] = dataclasses.field(default_factory=_empty)
+    workload: WorkloadRef | None = None
+    ready: bool = True
+    phase: PodPhase = PodPhase.RUNNING
+    deleting_since: dt.datetime | None = None
+    """``metadata.deletionTimestamp`` minus the grace period: when termination began."""
+    daemon: bool = False
+    """Owned by a DaemonSet or a mirror pod: drains leave it, as ``kubectl drain`` does."""
+    notice_stage: str | None = None
+    """Reason of the pod's ``PodEviction`` condition: ``ProposedEviction`` or
+    ``ScheduledEviction``; ``None`` when graceguard has told it nothing."""
+    uid: str = ""
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def terminating(self) -> bool:
+        return self.deleting_since is not None
+
+    @property
+    def finished(self) -> bool:
+        return self.phase in TERMINAL_PHASES
+
+    @property
+    def healthy(self) -> bool:
+        """Counts toward a budget: Ready and not being deleted (the disruption controller's rule)."""
+        return self.ready and self.deleting_since is None and self.phase == PodPhase.RUNNING
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Node:
+    name: str
+    labels: Mapping[str, str] = dataclasses.field(default_factory=_empty)
+    unschedulable: bool = False
+    ready: bool = True
+
+
+class UnhealthyPodEvictionPolicy(str, enum.Enum):
+    IF_HEALTHY_BUDGET = "IfHealthyBudget"
+    ALWAYS_ALLOW = "AlwaysAllow"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class SelectorRequirement:
+    key: str
+    operator: str  # In, NotIn, Exists, DoesNotExist
+    values: tuple[str, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class LabelSelector:
+    match_labels: Mapping[str, str] = dataclasses.field(default_factory=_empty)
+    match_expressions: tuple[SelectorRequirement, ...] = ()
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        for k, v in self.match_labels.items():
+            if labels.get(k) != v:
+                return False
+        for req in self.match_expressions:
+            present = req.key in labels
+            if req.operator == "In":
+                if not present or labels[req.key] not in req.values:
+                    return False
+            elif req.operator == "NotIn":
+                if present and labels[req.key] in req.values:
+                    return False
+            elif req.operator == "Exists":
+                if not present:
+                    return False
+            elif req.operator == "DoesNotExist" and present:
+                return False
+        return True
+
+    @property
+    def empty(self) -> bool:
+        return not self.match_labels and not self.match_expressions
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class BudgetStatus:
+    """``PodDisruptionBudget.status`` as the disruption controller computes it."""
+
+    current_healthy: int
+    desired_healthy: int
+    expected_pods: int
+    disruptions_allowed: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PodDisruptionBudget:
+    namespace: str
+    name: str
+    selector: LabelSelector
+    min_available: intorpercent.IntOrPercent | None = None
+    max_unavailable: intorpercent.IntOrPercent | None = None
+    unhealthy_pod_eviction_policy: UnhealthyPodEvictionPolicy = (
+        UnhealthyPodEvictionPolicy.IF_HEALTHY_BUDGET
+    )
+    status: BudgetStatus | None = None
+    """``None`` until the disruption controller has computed it: the Eviction API then refuses."""
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Workload:
+    ref: WorkloadRef
+    replicas: int
+    annotations: Mapping[str, str] = dataclasses.field(default_factory=_empty)
+    """The workload's and its pod template's annotations (``graceguard.io/min-available``)."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Snapshot:
+    nodes: tuple[Node, ...] = ()
+    pods: tuple[Pod, ...] = ()
+    budgets: tuple[PodDisruptionBudget, ...] = ()
+    workloads: tuple[Workload, ...] = ()
+    window_evictions: Mapping[str, dt.datetime] = dataclasses.field(default_factory=dict)
+    """Pod key -> start of the maintenance window in which it was last evicted."""

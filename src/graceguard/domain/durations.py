@@ -1,0 +1,93 @@
+"""Durations in the Go / Kubernetes form: ``90s``, ``45m``, ``1h30m``, ``1.5h``, ``300ms``.
+
+Parsing follows Go's ``time.ParseDuration``: an optional sign, then one or more decimal numbers
+each with a unit (``ns``, ``us``, ``µs``, ``ms``, ``s``, ``m``, ``h``). ``0`` alone is allowed.
+Formatting follows Go's ``Duration.String`` (``10m0s``, ``1h30m0s``, ``1.5s``), because the notice
+messages users already know from Kubernetes print durations that way. No library parses this form,
+so it is written here.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+
+_UNIT_NS = {
+    "ns": 1,
+    "us": 1_000,
+    "µs": 1_000,
+    "μs": 1_000,
+    "ms": 1_000_000,
+    "s": 1_000_000_000,
+    "m": 60_000_000_000,
+    "h": 3_600_000_000_000,
+}
+_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
+_MAX_NS = (1 << 63) - 1
+
+
+class DurationError(ValueError):
+    """A text that is not a Go duration; the message says why."""
+
+
+def parse_duration(text: str) -> dt.timedelta:
+    """Parse a Go duration such as ``1h30m``; raise ``DurationError`` naming the problem."""
+    s = text.strip()
+    if not s:
+        raise DurationError("empty duration")
+    sign = 1
+    if s[0] in "+-":
+        sign = -1 if s[0] == "-" else 1
+        s = s[1:]
+    if s == "0":
+        return dt.timedelta(0)
+    if not s:
+        raise DurationError(f"invalid duration {text!r}")
+    pos = 0
+    total_ns = 0
+    while pos < len(s):
+        m = _PART.match(s, pos)
+        if m is None:
+            if s[pos] in "0123456789.":
+                raise DurationError(
+                    f"invalid duration {text!r}: missing or unknown unit "
+                    "(use ns, us, ms, s, m or h, e.g. 90s, 45m, 1h30m)"
+                )
+            raise DurationError(f"invalid duration {text!r}: expected a number at {s[pos:]!r}")
+        number, unit = m.group(1), m.group(2)
+        whole, _, frac = number.partition(".")
+        scale = _UNIT_NS[unit]
+        part = int(whole or "0") * scale
+        if frac:
+            part += int(frac) * scale // (10 ** len(frac))
+        total_ns += part
+        if total_ns > _MAX_NS:
+            raise DurationError(f"invalid duration {text!r}: too large")
+        pos = m.end()
+    return dt.timedelta(microseconds=sign * total_ns // 1000)
+
+
+def format_duration(value: dt.timedelta) -> str:
+    """Format like Go's ``Duration.String``: ``10m0s``, ``1h30m0s``, ``2.5s``, ``0s``."""
+    us = value // dt.timedelta(microseconds=1)
+    if us == 0:
+        return "0s"
+    sign = "-" if us < 0 else ""
+    us = abs(us)
+    if us < 1_000_000:
+        if us < 1000:
+            return f"{sign}{us}µs"
+        return f"{sign}{_trim(us / 1000)}ms"
+    hours, rest = divmod(us, 3_600_000_000)
+    minutes, rest = divmod(rest, 60_000_000)
+    seconds = _trim(rest / 1_000_000)
+    if hours:
+        return f"{sign}{hours}h{minutes}m{seconds}s"
+    if minutes:
+        return f"{sign}{minutes}m{seconds}s"
+    return f"{sign}{seconds}s"
+
+
+def _trim(x: float) -> str:
+    text = f"{x:.6f}".rstrip("0").rstrip(".")
+    return text or "0"

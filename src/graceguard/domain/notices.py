@@ -1,0 +1,57 @@
+"""Notices: what graceguard tells a pod before it is evicted, in DESIGN.md's words."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import enum
+
+from graceguard.domain import durations, times
+
+
+class NoticeReason(str, enum.Enum):
+    PROPOSED = "ProposedEviction"
+    SCHEDULED = "ScheduledEviction"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Notice:
+    reason: NoticeReason
+    at: dt.datetime
+    """When the notice is (or was) posted."""
+    eviction_at: dt.datetime
+    source: str
+
+    @property
+    def message(self) -> str:
+        if self.reason is NoticeReason.PROPOSED:
+            return proposed_message(eviction_at=self.eviction_at, source=self.source)
+        return scheduled_message(
+            lead=self.eviction_at - self.at, eviction_at=self.eviction_at, source=self.source
+        )
+
+
+def proposed_message(*, eviction_at: dt.datetime, source: str) -> str:
+    return (
+        f"The pod is nominated to be evicted at {times.format_time(eviction_at)}, "
+        f"reason: {source}"
+    )
+
+
+def scheduled_message(*, lead: dt.timedelta, eviction_at: dt.datetime, source: str) -> str:
+    lead = max(lead, dt.timedelta(0))
+    return (
+        f"The pod will be evicted after {durations.format_duration(lead)} at "
+        f"{times.format_time(eviction_at)}, reason: {source}"
+    )
+
+
+def notices_for(
+    *, nominated_at: dt.datetime, eviction_at: dt.datetime, lead: dt.timedelta, source: str
+) -> tuple[Notice, Notice]:
+    """The two notices of one planned eviction: proposed now, scheduled ``lead`` before."""
+    scheduled_at = max(nominated_at, eviction_at - lead)
+    return (
+        Notice(NoticeReason.PROPOSED, nominated_at, eviction_at, source),
+        Notice(NoticeReason.SCHEDULED, scheduled_at, eviction_at, source),
+    )

@@ -1,0 +1,255 @@
+"""Annotations -> protection: until when a pod may not be disrupted voluntarily, and why.
+
+Reads graceguard's own annotations and the equivalents other tools define (DESIGN.md, "Pod
+protection"). Every value that cannot be used produces a ``AnnotationWarning`` instead of an
+exception; a value above its cap is clamped, with a warning.
+
+Reading is split in two so that a cluster of 300,000 pods is cheap to scan: ``read_protection_spec``
+turns the relevant annotations into a ``ProtectionSpec`` (pure function of the annotation values,
+so callers may memoise it), and ``ProtectionSpec.resolve`` applies a start time.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import enum
+from collections.abc import Mapping
+
+from graceguard.domain import annotations as ann
+from graceguard.domain import durations
+
+
+class Rule(str, enum.Enum):
+    PROTECT = "protect"
+    """Protected until the pod completes, bounded by ``maxProtection``."""
+    MIN_RUNTIME = "min-runtime"
+    """Protected until ``startTime`` + the minimum runtime."""
+    BUSY = "busy"
+    """The application says it is busy: protected like ``protect``."""
+    IDLE = "idle"
+    """The application says it is idle: protect-until-completion is lifted."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class AnnotationWarning:
+    annotation: str
+    value: str
+    problem: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Limits:
+    """The policy's caps on what annotations may ask for."""
+
+    max_protection: dt.timedelta = dt.timedelta(hours=24)
+    max_min_runtime: dt.timedelta = dt.timedelta(hours=24)
+    notice_lead: dt.timedelta = dt.timedelta(minutes=10)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Reason:
+    rule: Rule
+    annotation: str
+    value: str
+    until: dt.datetime | None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Protection:
+    protected_until: dt.datetime | None
+    """The latest instant any rule protects the pod; ``None`` when nothing protects it."""
+    reasons: tuple[Reason, ...]
+    notice_lead: dt.timedelta
+    warnings: tuple[AnnotationWarning, ...]
+
+    def active(self, now: dt.datetime) -> bool:
+        return self.protected_until is not None and self.protected_until > now
+
+    def binding_reason(self) -> Reason | None:
+        """The reason whose ``until`` is the protection's end."""
+        for r in self.reasons:
+            if r.until is not None and r.until == self.protected_until:
+                return r
+        return None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Offset:
+    rule: Rule
+    annotation: str
+    value: str
+    offset: dt.timedelta | None
+    """Time from ``startTime`` the rule protects; ``None`` for a reason that protects nothing."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ProtectionSpec:
+    """What a pod's annotations ask for, independent of when the pod started."""
+
+    offsets: tuple[Offset, ...]
+    notice_lead: dt.timedelta
+    warnings: tuple[AnnotationWarning, ...]
+
+    def until(self, start_time: dt.datetime | None, now: dt.datetime) -> dt.datetime | None:
+        """When the protection ends for a pod started at ``start_time`` (``None``: unprotected)."""
+        longest: dt.timedelta | None = None
+        for o in self.offsets:
+            if o.offset is not None and (longest is None or o.offset > longest):
+                longest = o.offset
+        if longest is None:
+            return None
+        return (start_time if start_time is not None else now) + longest
+
+    def resolve(self, start_time: dt.datetime | None, now: dt.datetime) -> Protection:
+        """Anchor the offsets at ``start_time`` (a pod not started yet counts from ``now``)."""
+        start = start_time if start_time is not None else now
+        reasons = tuple(
+            Reason(
+                o.rule, o.annotation, o.value, None if o.offset is None else start + o.offset
+            )
+            for o in self.offsets
+        )
+        untils = [r.until for r in reasons if r.until is not None]
+        return Protection(
+            protected_until=max(untils) if untils else None,
+            reasons=reasons,
+            notice_lead=self.notice_lead,
+            warnings=self.warnings,
+        )
+
+
+
+def relevant_items(annotations: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    """The annotations that bear on protection, minus the ones graceguard projected itself."""
+    items = tuple(
+        sorted((k, v) for k, v in annotations.items() if k in ann.PROTECTION_INPUTS)
+    )
+    projected = annotations.get(ann.PROJECTED)
+    if projected and items:
+        mine = set(projected.split(","))
+        items = tuple((k, v) for k, v in items if k not in mine)
+    return items
+
+
+def read_protection_spec(
+    items: tuple[tuple[str, str], ...], limits: Limits
+) -> ProtectionSpec:
+    """Interpret the relevant annotations (``relevant_items``) under the policy's ``limits``."""
+    warnings: list[AnnotationWarning] = []
+    offsets: list[Offset] = []
+    values = dict(items)
+    until_completion: list[Offset] = []
+
+    def flag(name: str, *, protects: str) -> bool:
+        raw = values.get(name)
+        if raw is None:
+            return False
+        norm = raw.strip().lower()
+        if norm == protects:
+            return True
+        if norm not in ("true", "false"):
+            warnings.append(AnnotationWarning(name, raw, 'expected "true" or "false"; ignored'))
+        return False
+
+    for name, protects in (
+        (ann.PROTECT, "true"),
+        (ann.CA_SAFE_TO_EVICT, "false"),
+    ):
+        if flag(name, protects=protects):
+            until_completion.append(
+                Offset(Rule.PROTECT, name, values[name], limits.max_protection)
+            )
+
+    karpenter = values.get(ann.KARPENTER_DO_NOT_DISRUPT)
+    if karpenter is not None:
+        norm = karpenter.strip().lower()
+        if norm == "true":
+            until_completion.append(
+                Offset(Rule.PROTECT, ann.KARPENTER_DO_NOT_DISRUPT, karpenter, limits.max_protection)
+            )
+        elif norm != "false":
+            # Karpenter also accepts a duration: a minimum runtime.
+            runtime = _duration(ann.KARPENTER_DO_NOT_DISRUPT, karpenter, limits.max_min_runtime,
+                                "maxMinRuntime", warnings,
+                                extra='"true", "false" or ')
+            if runtime is not None:
+                offsets.append(
+                    Offset(Rule.MIN_RUNTIME, ann.KARPENTER_DO_NOT_DISRUPT, karpenter, runtime)
+                )
+
+    for name in (ann.MIN_RUNTIME, ann.ACS_ENSURE_RUNNING):
+        raw = values.get(name)
+        if raw is None:
+            continue
+        runtime = _duration(name, raw, limits.max_min_runtime, "maxMinRuntime", warnings)
+        if runtime is not None:
+            offsets.append(Offset(Rule.MIN_RUNTIME, name, raw, runtime))
+
+    busy = values.get(ann.BUSY)
+    idle = False
+    if busy is not None:
+        norm = busy.strip().lower()
+        if norm == "true":
+            until_completion.append(Offset(Rule.BUSY, ann.BUSY, busy, limits.max_protection))
+        elif norm == "false":
+            idle = True
+        else:
+            warnings.append(AnnotationWarning(ann.BUSY, busy, 'expected "true" or "false"; ignored'))
+
+    if idle:
+        # The application knows best: idle lifts protect-until-completion, not a minimum runtime.
+        offsets.append(Offset(Rule.IDLE, ann.BUSY, busy or "false", None))
+    else:
+        offsets.extend(until_completion)
+
+    notice_lead = limits.notice_lead
+    raw_notice = values.get(ann.NOTICE)
+    if raw_notice is not None:
+        lead = _duration(ann.NOTICE, raw_notice, limits.max_protection, "maxProtection", warnings)
+        if lead is not None:
+            notice_lead = lead
+
+    return ProtectionSpec(tuple(offsets), notice_lead, tuple(warnings))
+
+
+def read_protection(
+    annotations: Mapping[str, str],
+    *,
+    start_time: dt.datetime | None,
+    now: dt.datetime,
+    limits: Limits,
+) -> Protection:
+    """One pod's protection: the convenience form of ``read_protection_spec`` + ``resolve``."""
+    return read_protection_spec(relevant_items(annotations), limits).resolve(start_time, now)
+
+
+def _duration(
+    name: str,
+    raw: str,
+    cap: dt.timedelta,
+    cap_name: str,
+    warnings: list[AnnotationWarning],
+    extra: str = "",
+) -> dt.timedelta | None:
+    try:
+        value = durations.parse_duration(raw)
+    except durations.DurationError as err:
+        warnings.append(
+            AnnotationWarning(name, raw, f"expected {extra}a duration such as 90s, 45m or 1h30m "
+                              f"({err}); ignored")
+        )
+        return None
+    if value < dt.timedelta(0):
+        warnings.append(AnnotationWarning(name, raw, "a negative duration; ignored"))
+        return None
+    if value > cap:
+        warnings.append(
+            AnnotationWarning(
+                name, raw,
+                f"exceeds {cap_name} {durations.format_duration(cap)}; clamped to "
+                f"{durations.format_duration(cap)}",
+            )
+        )
+        return cap
+    return value

@@ -1,0 +1,149 @@
+"""What the engine asks the shell (controller, simulator) to carry out. One frozen value per verb."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+
+from graceguard.domain import notices
+from graceguard.domain.protection import AnnotationWarning
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PodRef:
+    namespace: str
+    name: str
+    uid: str = ""
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Cordon:
+    node: str
+    request_id: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PostNotice:
+    """Event + ``PodEviction`` condition + ``eviction-at`` / ``eviction-reason`` annotations."""
+
+    pod: PodRef
+    notice: notices.Notice
+    request_id: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class WithdrawNotice:
+    """The disruption went away: remove the condition, annotations and blocked-since clock."""
+
+    pod: PodRef
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Evict:
+    """Through the Eviction API, with the pod's own ``terminationGracePeriodSeconds``."""
+
+    pod: PodRef
+    grace_seconds: int
+    source: str
+    request_id: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ForceDelete:
+    """Delete past the budgets (``ForcedEviction`` event); recorded as forced."""
+
+    pod: PodRef
+    grace_seconds: int
+    source: str
+    reason: str
+    request_id: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class MarkBlocked:
+    """``EvictionBlocked`` event, and the blocked-since clock started (``pdbMaxWait``)."""
+
+    pod: PodRef
+    since: dt.datetime
+    message: str
+    force_at: dt.datetime | None
+    request_id: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ReportDeadlineExceeded:
+    """``DeadlineExceeded`` event: the pod cannot get its whole grace period before the deadline."""
+
+    pod: PodRef
+    message: str
+    request_id: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ProjectProtection:
+    """Add these annotations (``safe-to-evict: "false"``, ``do-not-disrupt: "true"``) and list
+    them in ``graceguard.io/projected``."""
+
+    pod: PodRef
+    add: tuple[tuple[str, str], ...]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RetractProtection:
+    """Remove exactly the annotations graceguard projected, and ``graceguard.io/projected``."""
+
+    pod: PodRef
+    remove: tuple[str, ...]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class WarnAnnotation:
+    """``InvalidAnnotation`` Warning event (the shell posts each distinct warning once)."""
+
+    pod: PodRef
+    warning: AnnotationWarning
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ExtendHold:
+    """Send a lifecycle-hook heartbeat: the node is still draining."""
+
+    request_id: str
+    node: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class CompleteHold:
+    """The node is drained: let the source go on (``CONTINUE`` the lifecycle action)."""
+
+    request_id: str
+    node: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class DrainComplete:
+    """The node is drained and the source holds nothing: the request is done."""
+
+    request_id: str
+    node: str
+
+
+Action = (
+    Cordon
+    | PostNotice
+    | WithdrawNotice
+    | Evict
+    | ForceDelete
+    | MarkBlocked
+    | ReportDeadlineExceeded
+    | ProjectProtection
+    | RetractProtection
+    | WarnAnnotation
+    | ExtendHold
+    | CompleteHold
+    | DrainComplete
+)

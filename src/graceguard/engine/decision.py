@@ -1,0 +1,169 @@
+"""When one pod may go for one disruption: the decision shared by the reconciler, ``explain``,
+``plan`` and the webhook.
+
+The target eviction time is the latest of: now; the end of the pod's protection; the notice lead
+after its nomination (a ScheduledEviction always comes ``noticeLead`` before a voluntary
+eviction); the next maintenance window that applies and that the pod has not been evicted in; and
+the time earlier priority phases are expected to be done. Under a deadline the target is pulled
+back so that the pod is asked to stop its whole grace period (and the later phases' reserve) before
+the deadline; when even that is in the past the pod is asked at once and the deadline is reported
+as exceeded.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+
+from graceguard.domain import annotations as ann
+from graceguard.domain import cluster, disruption, durations, notices, policy, protection, times
+from graceguard.domain import windows as win
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Blocker:
+    rule: str
+    """``protection``, ``window``, ``notice``, ``phase``, ``budget`` or ``deadline``."""
+    message: str
+    until: dt.datetime | None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PodDecision:
+    pod: cluster.Pod
+    protection: protection.Protection
+    eviction_at: dt.datetime
+    """The planned eviction time (the earliest one allowed by protection, notice and windows)."""
+    notice_lead: dt.timedelta
+    latest: dt.datetime | None
+    """Under a deadline: the last instant to ask the pod to stop and still give it its grace."""
+    opening: win.Opening | None
+    """The maintenance window the eviction falls in, when windows apply."""
+    blocked_by: tuple[Blocker, ...]
+    deadline_exceeded: bool
+    renominate: bool
+    """The pod has no notice for this eviction yet, or its notice names another time or source."""
+
+    @property
+    def scheduled_notice_at(self) -> dt.datetime:
+        return self.eviction_at - self.notice_lead
+
+    def notices(self, nominated_at: dt.datetime, source: str) -> tuple[notices.Notice, ...]:
+        return notices.notices_for(
+            nominated_at=nominated_at,
+            eviction_at=self.eviction_at,
+            lead=self.eviction_at - max(nominated_at, self.scheduled_notice_at),
+            source=source,
+        )
+
+
+def previous_notice(pod: cluster.Pod, source: str) -> dt.datetime | None:
+    """The eviction time graceguard already told this pod for ``source``, if any."""
+    if pod.notice_stage is None or pod.annotations.get(ann.EVICTION_REASON) != source:
+        return None
+    raw = pod.annotations.get(ann.EVICTION_AT)
+    if raw is None:
+        return None
+    try:
+        return times.parse_time(raw)
+    except times.TimeError:
+        return None
+
+
+def decide(
+    *,
+    pod: cluster.Pod,
+    prot: protection.Protection,
+    request: disruption.DisruptionRequest,
+    pol: policy.Policy,
+    now: dt.datetime,
+    phase_end: dt.datetime | None = None,
+    not_before: dt.datetime | None = None,
+    used_windows: frozenset[dt.datetime] = frozenset(),
+) -> PodDecision:
+    """Decide when ``pod`` may go for ``request``.
+
+    ``phase_end``: under a deadline, when this pod's priority phase must be over (the deadline
+    minus the later phases' grace). ``not_before``: when earlier phases are expected to be gone.
+    ``used_windows``: starts of window openings the pod was already evicted in.
+    """
+    blockers: list[Blocker] = []
+    lead = prot.notice_lead
+    base = now
+    if prot.active(now):
+        assert prot.protected_until is not None
+        base = prot.protected_until
+        reason = prot.binding_reason()
+        label = f"{reason.annotation}={reason.value}" if reason else "protection"
+        blockers.append(
+            Blocker("protection", f"protected by {label} until {times.format_time(base)}", base)
+        )
+    if not_before is not None and not_before > base:
+        base = not_before
+        blockers.append(
+            Blocker("phase", "waiting for pods of earlier priority phases to leave the node",
+                    not_before)
+        )
+
+    stage = pod.notice_stage
+    previous = previous_notice(pod, request.source)
+    if previous is not None and previous >= base and (
+        stage == notices.NoticeReason.SCHEDULED.value or previous >= now + lead
+    ):
+        target = previous
+    elif previous is not None and stage == notices.NoticeReason.PROPOSED.value and previous >= base:
+        target = max(previous, now + lead)
+    else:
+        target = max(base, now + lead)
+    if target > now and target > base and lead > dt.timedelta(0):
+        blockers.append(
+            Blocker("notice", f"notice lead {durations.format_duration(lead)} before eviction",
+                    target)
+        )
+
+    opening: win.Opening | None = None
+    if request.disruption_class is disruption.DisruptionClass.VOLUNTARY:
+        windows = pol.windows_for(request.source)
+        if windows:
+            found = win.earliest_in_windows(windows, target, skip=used_windows)
+            if found is None:
+                blockers.append(Blocker("window", "no maintenance window ever opens", None))
+            else:
+                at, opening = found
+                if at > target:
+                    blockers.append(
+                        Blocker("window", f"outside maintenance windows; the next opens "
+                                          f"{times.format_time(opening.start)}", at)
+                    )
+                    if previous is not None and stage == notices.NoticeReason.SCHEDULED.value:
+                        at = max(at, now + lead)  # a moved eviction needs a fresh full notice
+                    target = at
+
+    latest: dt.datetime | None = None
+    exceeded = False
+    deadline = request.effective_deadline
+    if deadline is not None and request.disruption_class is not disruption.DisruptionClass.FAILED:
+        end = min(phase_end, deadline) if phase_end is not None else deadline
+        latest = end - dt.timedelta(seconds=pod.grace_seconds)
+        if latest < now:
+            exceeded = True
+            latest = now
+        if target > latest:
+            blockers.append(
+                Blocker("deadline", f"the node goes at {times.format_time(deadline)}; the pod "
+                                    f"must be asked to stop by {times.format_time(latest)}",
+                        latest)
+            )
+            target = latest
+
+    return PodDecision(
+        pod=pod,
+        protection=prot,
+        eviction_at=target,
+        notice_lead=lead,
+        latest=latest,
+        opening=opening,
+        blocked_by=tuple(blockers),
+        deadline_exceeded=exceeded,
+        renominate=previous != target,
+    )

@@ -1,0 +1,321 @@
+"""One reconcile: every open disruption request planned against the snapshot, plus protection
+projection across the cluster. Returns the actions to carry out and when to be called again."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import enum
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+
+from graceguard.domain import annotations as ann
+from graceguard.domain import budgets, cluster, disruption, durations, notices, phases, policy
+from graceguard.domain import times
+from graceguard.engine import actions as act
+from graceguard.engine import decision, index, projection
+
+_SEVERITY = {
+    disruption.DisruptionClass.FAILED: 0,
+    disruption.DisruptionClass.IMMINENT: 1,
+    disruption.DisruptionClass.VOLUNTARY: 2,
+}
+
+
+class PlanStatus(str, enum.Enum):
+    WAITING = "waiting"
+    """Nominated; its eviction time has not come."""
+    EVICTING = "evicting"
+    """Asked to stop in this reconcile."""
+    FORCED = "forced"
+    """Deleted past its budget (``pdbMaxWait``) or its deadline in this reconcile."""
+    BLOCKED = "blocked"
+    """Due, but a budget or an earlier priority phase holds it."""
+    TERMINATING = "terminating"
+    """Already stopping; its grace period is running."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PodPlan:
+    pod: act.PodRef
+    node: str
+    request_id: str
+    source: str
+    phase: str
+    status: PlanStatus
+    eviction_at: dt.datetime | None
+    scheduled_notice_at: dt.datetime | None
+    protected_until: dt.datetime | None
+    grace_seconds: int
+    blocked_by: tuple[decision.Blocker, ...] = ()
+    force_at: dt.datetime | None = None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Reconciliation:
+    actions: tuple[act.Action, ...]
+    next_wakeup: dt.datetime | None
+    plans: tuple[PodPlan, ...]
+    protected_pods: int = 0
+
+
+class _Wake:
+    def __init__(self) -> None:
+        self.at: dt.datetime | None = None
+
+    def at_least(self, t: dt.datetime | None, now: dt.datetime) -> None:
+        if t is not None and t > now and (self.at is None or t < self.at):
+            self.at = t
+
+
+def reconcile(
+    *,
+    snapshot: cluster.Snapshot | index.ClusterIndex,
+    requests: Sequence[disruption.DisruptionRequest],
+    pol: policy.Policy,
+    now: dt.datetime,
+    reader: projection.ProtectionReader | None = None,
+    project: bool = True,
+) -> Reconciliation:
+    """Plan every request and (with ``project``) protection across the cluster."""
+    idx = snapshot if isinstance(snapshot, index.ClusterIndex) else index.build(snapshot, pol)
+    reader = reader or projection.ProtectionReader(pol.limits)
+    out: list[act.Action] = []
+    plans: list[PodPlan] = []
+    wake = _Wake()
+    protected = 0
+    if project:
+        result = projection.project(idx.snapshot.pods, reader, now)
+        out.extend(result.actions)
+        wake.at_least(result.next_wakeup, now)
+        protected = result.protected
+        disrupted = {r.node for r in requests}
+        for pod in idx.snapshot.pods:
+            if (pod.notice_stage is not None or ann.BLOCKED_SINCE in pod.annotations) and (
+                pod.node not in disrupted
+            ):
+                out.append(act.WithdrawNotice(projection.ref(pod)))
+    allowances = budgets.Allowances({}, {})
+    by_node: dict[str, list[disruption.DisruptionRequest]] = defaultdict(list)
+    for request in requests:
+        by_node[request.node].append(request)
+    for node in sorted(by_node):
+        node_actions, node_plans, node_wake = plan_node(
+            idx=idx,
+            requests=by_node[node],
+            pol=pol,
+            now=now,
+            reader=reader,
+            allowances=allowances,
+        )
+        out.extend(node_actions)
+        plans.extend(node_plans)
+        wake.at_least(node_wake, now)
+    return Reconciliation(tuple(out), wake.at, tuple(plans), protected)
+
+
+def plan_node(
+    *,
+    idx: index.ClusterIndex,
+    requests: Sequence[disruption.DisruptionRequest],
+    pol: policy.Policy,
+    now: dt.datetime,
+    reader: projection.ProtectionReader,
+    allowances: budgets.Allowances | None = None,
+) -> tuple[list[act.Action], list[PodPlan], dt.datetime | None]:
+    """Plan the pods of one node for the requests open on it (the most urgent one leads)."""
+    allowances = allowances if allowances is not None else budgets.Allowances({}, {})
+    out: list[act.Action] = []
+    plans: list[PodPlan] = []
+    wake = _Wake()
+    ordered = sorted(
+        requests,
+        key=lambda r: (_SEVERITY[r.disruption_class], r.effective_deadline or dt.datetime.max.replace(tzinfo=dt.UTC), r.requested_at, r.id),
+    )
+    lead = ordered[0]
+    node_name = lead.node
+    node = idx.nodes.get(node_name)
+    pods = idx.pods_by_node.get(node_name, [])
+    live = [p for p in pods if not p.finished and not p.daemon]
+
+    if lead.disruption_class is disruption.DisruptionClass.FAILED:
+        # Nothing to protect: the node is gone or NotReady. The ledger records what happens.
+        if not live:
+            out.extend(_completions(ordered))
+        return out, plans, None
+
+    if node is not None and not node.unschedulable:
+        out.append(act.Cordon(node_name, lead.id))
+
+    phase_list = pol.priority_phases
+    by_phase: dict[int, list[cluster.Pod]] = defaultdict(list)
+    for pod in live:
+        by_phase[phases.phase_index(pod.priority, phase_list)].append(pod)
+    deadline = lead.effective_deadline
+    phase_end = _phase_ends(by_phase, deadline) if deadline is not None else {}
+
+    earlier_live = 0
+    not_before: dt.datetime | None = None
+    for k in sorted(by_phase):
+        phase_pods = sorted(by_phase[k], key=lambda p: (p.priority, p.namespace, p.name))
+        expected_end: dt.datetime | None = None
+        for pod in phase_pods:
+            prot = reader.read(pod, now)
+            ref = projection.ref(pod)
+            if pod.terminating:
+                assert pod.deleting_since is not None
+                end = pod.deleting_since + dt.timedelta(seconds=pod.grace_seconds)
+                expected_end = max(expected_end or end, end)
+                plans.append(
+                    PodPlan(ref, node_name, lead.id, lead.source, phase_list[k].name,
+                            PlanStatus.TERMINATING, None, None, prot.protected_until,
+                            pod.grace_seconds)
+                )
+                continue
+            d = decision.decide(
+                pod=pod,
+                prot=prot,
+                request=lead,
+                pol=pol,
+                now=now,
+                phase_end=phase_end.get(k),
+                not_before=not_before if deadline is None else None,
+                used_windows=_used(idx.snapshot, pod),
+            )
+            stage = pod.notice_stage
+            if d.renominate:
+                out.append(act.PostNotice(
+                    ref, notices.Notice(notices.NoticeReason.PROPOSED, now, d.eviction_at,
+                                        lead.source), lead.id))
+                stage = notices.NoticeReason.PROPOSED.value
+            if stage != notices.NoticeReason.SCHEDULED.value:
+                if now >= d.scheduled_notice_at:
+                    out.append(act.PostNotice(
+                        ref, notices.Notice(notices.NoticeReason.SCHEDULED, now, d.eviction_at,
+                                            lead.source), lead.id))
+                else:
+                    wake.at_least(d.scheduled_notice_at, now)
+            end = d.eviction_at + dt.timedelta(seconds=pod.grace_seconds)
+            expected_end = max(expected_end or end, end)
+            status, force_at, blocked = _act_on_due_pod(
+                pod=pod, ref=ref, d=d, lead=lead, pol=pol, now=now, idx=idx,
+                allowances=allowances, out=out, wake=wake,
+                phase_blocked=deadline is None and earlier_live > 0,
+            )
+            plans.append(
+                PodPlan(ref, node_name, lead.id, lead.source, phase_list[k].name, status,
+                        d.eviction_at, d.scheduled_notice_at, prot.protected_until,
+                        pod.grace_seconds, d.blocked_by + blocked, force_at)
+            )
+        earlier_live += len(phase_pods)
+        if expected_end is not None:
+            not_before = max(not_before or expected_end, expected_end)
+
+    if not live:
+        out.extend(_completions(ordered))
+    else:
+        for request in ordered:
+            if request.hold is not None:
+                if now >= request.hold.heartbeat_due:
+                    out.append(act.ExtendHold(request.id, request.node))
+                else:
+                    wake.at_least(request.hold.heartbeat_due, now)
+    return out, plans, wake.at
+
+
+def _act_on_due_pod(
+    *,
+    pod: cluster.Pod,
+    ref: act.PodRef,
+    d: decision.PodDecision,
+    lead: disruption.DisruptionRequest,
+    pol: policy.Policy,
+    now: dt.datetime,
+    idx: index.ClusterIndex,
+    allowances: budgets.Allowances,
+    out: list[act.Action],
+    wake: _Wake,
+    phase_blocked: bool,
+) -> tuple[PlanStatus, dt.datetime | None, tuple[decision.Blocker, ...]]:
+    if now < d.eviction_at:
+        wake.at_least(d.eviction_at, now)
+        return PlanStatus.WAITING, None, ()
+    if phase_blocked:
+        # Woken again when the earlier phases' pods change (they leave the snapshot).
+        blocker = decision.Blocker("phase", "waiting for pods of earlier priority phases", None)
+        return PlanStatus.BLOCKED, None, (blocker,)
+    pdbs = idx.pdbs_for(pod)
+    floor = idx.floor_for(pod, pdbs)
+    refusal = allowances.check(pod, pdbs, floor)
+    if refusal is None:
+        allowances.consume(pod, pdbs, floor)
+        if d.deadline_exceeded:
+            out.append(act.ReportDeadlineExceeded(ref, _exceeded_message(pod, lead), lead.id))
+        out.append(act.Evict(ref, pod.grace_seconds, lead.source, lead.id))
+        return PlanStatus.EVICTING, None, ()
+    since = _blocked_since(pod) or now
+    force_at = since + pol.pdb_max_wait
+    if d.latest is not None:
+        force_at = min(force_at, d.latest)
+    blocker = decision.Blocker("budget", refusal, force_at)
+    if now >= force_at:
+        allowances.consume(pod, pdbs, floor)
+        why = (
+            f"blocked since {times.format_time(since)} for pdbMaxWait "
+            f"{durations.format_duration(pol.pdb_max_wait)}: {refusal}"
+            if force_at == since + pol.pdb_max_wait
+            else f"the node goes at {_format_opt(lead.effective_deadline)}: {refusal}"
+        )
+        if d.deadline_exceeded:
+            out.append(act.ReportDeadlineExceeded(ref, _exceeded_message(pod, lead), lead.id))
+        out.append(act.ForceDelete(ref, pod.grace_seconds, lead.source, why, lead.id))
+        return PlanStatus.FORCED, force_at, (blocker,)
+    if _blocked_since(pod) is None:
+        out.append(act.MarkBlocked(ref, now, refusal, force_at, lead.id))
+    wake.at_least(force_at, now)
+    return PlanStatus.BLOCKED, force_at, (blocker,)
+
+
+def _phase_ends(
+    by_phase: dict[int, list[cluster.Pod]], deadline: dt.datetime
+) -> dict[int, dt.datetime]:
+    """Under a deadline each phase must end before the later phases' longest grace periods."""
+    ends: dict[int, dt.datetime] = {}
+    reserve = dt.timedelta(0)
+    for k in sorted(by_phase, reverse=True):
+        ends[k] = deadline - reserve
+        reserve += dt.timedelta(seconds=max(p.grace_seconds for p in by_phase[k]))
+    return ends
+
+
+def _used(snapshot: cluster.Snapshot, pod: cluster.Pod) -> frozenset[dt.datetime]:
+    used = snapshot.window_evictions.get(pod.key)
+    return frozenset((used,)) if used is not None else frozenset()
+
+
+def _blocked_since(pod: cluster.Pod) -> dt.datetime | None:
+    raw = pod.annotations.get(ann.BLOCKED_SINCE)
+    if raw is None:
+        return None
+    try:
+        return times.parse_time(raw)
+    except times.TimeError:
+        return None
+
+
+def _exceeded_message(pod: cluster.Pod, request: disruption.DisruptionRequest) -> str:
+    return (
+        f"the pod needs {pod.grace_seconds}s to stop but the node goes at "
+        f"{_format_opt(request.effective_deadline)} ({request.source})"
+    )
+
+
+def _format_opt(t: dt.datetime | None) -> str:
+    return times.format_time(t) if t is not None else "an unknown time"
+
+
+def _completions(requests: Iterable[disruption.DisruptionRequest]) -> list[act.Action]:
+    return [
+        act.CompleteHold(r.id, r.node) if r.hold is not None else act.DrainComplete(r.id, r.node)
+        for r in requests
+    ]
