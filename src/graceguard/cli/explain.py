@@ -1,0 +1,125 @@
+"""``graceguard explain``: one pod, a policy and a time -> the decision as JSON."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import pathlib
+from typing import Annotated, Any
+
+import typer
+
+from graceguard.cli import files
+from graceguard.domain import disruption, times
+from graceguard.engine import decision, projection
+from graceguard.manifests import pods
+from graceguard.manifests.errors import ManifestError
+
+
+def parse_disruption(text: str) -> tuple[disruption.DisruptionClass, dt.datetime | None]:
+    """``voluntary`` or ``imminent:RFC3339``."""
+    if text == "voluntary":
+        return disruption.DisruptionClass.VOLUNTARY, None
+    kind, _, deadline = text.partition(":")
+    if kind == "imminent":
+        if not deadline:
+            raise files.InputError("--disruption imminent needs a deadline: "
+                                   "imminent:2026-11-21T05:00:00Z")
+        try:
+            return disruption.DisruptionClass.IMMINENT, times.parse_time(deadline)
+        except times.TimeError as err:
+            raise files.InputError(f"--disruption: {err}") from None
+    raise files.InputError(
+        f"--disruption: expected 'voluntary' or 'imminent:RFC3339-DEADLINE', got {text!r}"
+    )
+
+
+def explain(
+    pod_file: Annotated[pathlib.Path, typer.Argument(
+        metavar="POD.yaml", help="A plain Pod manifest, with status.startTime if it runs.")],
+    policy_file: Annotated[pathlib.Path | None, typer.Option(
+        "--policy", metavar="P.yaml",
+        help="A DisruptionPolicy (graceguard.io/v1alpha1); defaults from DESIGN.md otherwise.")
+    ] = None,
+    at: Annotated[str | None, typer.Option(
+        metavar="RFC3339", help="The time to decide at; default: now.")] = None,
+    disruption_text: Annotated[str, typer.Option(
+        "--disruption", metavar="voluntary|imminent:DEADLINE",
+        help="The class of disruption; imminent takes the RFC 3339 deadline.")] = "voluntary",
+    source: Annotated[str, typer.Option(
+        metavar="NAME", help="Who disrupts (names the windows that apply and the notices' "
+                             "reason), e.g. cluster-autoscaler, upgrade, spot-interruption.")
+    ] = "drain",
+) -> None:
+    """Explain when a pod may be disrupted, and why: protection, notices, windows, deadline.
+
+    Prints JSON with protectedUntil, reasons, earliestEviction, notices, blockedBy and warnings.
+
+    Example: graceguard explain job.yaml --policy policy.yaml --at 2026-11-21T02:00:00Z
+    """
+    try:
+        result = _explain(pod_file, policy_file, at, disruption_text, source)
+    except files.InputError as err:
+        raise files.fail(str(err)) from None
+    typer.echo(json.dumps(result, indent=2))
+
+
+def _explain(
+    pod_file: pathlib.Path,
+    policy_file: pathlib.Path | None,
+    at: str | None,
+    disruption_text: str,
+    source: str,
+) -> dict[str, Any]:
+    doc = files.load_yaml(pod_file)
+    try:
+        pod = pods.pod_from_manifest(doc)
+    except ManifestError as err:
+        raise files.InputError(f"{pod_file}: {err}") from None
+    pol = files.load_policy(policy_file)
+    if at is None:
+        now = dt.datetime.now(dt.UTC).replace(microsecond=0)
+    else:
+        try:
+            now = times.parse_time(at)
+        except times.TimeError as err:
+            raise files.InputError(f"--at: {err}") from None
+    klass, deadline = parse_disruption(disruption_text)
+    request = disruption.DisruptionRequest(
+        id="explain", node=pod.node or "", source=source, disruption_class=klass,
+        requested_at=now, deadline=deadline,
+    )
+    prot = projection.ProtectionReader(pol.limits).read(pod, now)
+    d = decision.decide(pod=pod, prot=prot, request=request, pol=pol, now=now)
+    return decision_json(d, now=now, source=source)
+
+
+def decision_json(d: decision.PodDecision, *, now: dt.datetime, source: str) -> dict[str, Any]:
+    prot = d.protection
+    return {
+        "pod": d.pod.key,
+        "at": times.format_time(now),
+        "protectedUntil": _t(prot.protected_until) if prot.active(now) else None,
+        "reasons": [
+            {"rule": r.rule.value, "annotation": r.annotation, "value": r.value,
+             "until": _t(r.until)}
+            for r in prot.reasons
+        ],
+        "earliestEviction": times.format_time(d.eviction_at),
+        "notices": [
+            {"reason": n.reason.value, "at": times.format_time(n.at), "message": n.message}
+            for n in d.notices(now, source)
+        ],
+        "blockedBy": [
+            {"rule": b.rule, "message": b.message, "until": _t(b.until)} for b in d.blocked_by
+        ],
+        "warnings": [
+            {"annotation": w.annotation, "value": w.value, "problem": w.problem}
+            for w in prot.warnings
+        ],
+        "deadlineExceeded": d.deadline_exceeded,
+    }
+
+
+def _t(value: dt.datetime | None) -> str | None:
+    return times.format_time(value) if value is not None else None

@@ -1,0 +1,56 @@
+"""Reading YAML documents for the CLI, with errors that name the file and the problem."""
+
+from __future__ import annotations
+
+import pathlib
+from typing import Any
+
+import typer
+import yaml
+
+from graceguard.domain import policy
+
+
+class InputError(Exception):
+    """Bad input from the user: printed as one line, exit code 2."""
+
+
+def load_yaml(path: pathlib.Path) -> Any:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise InputError(f"{path}: is a directory, expected a YAML file") from None
+    except UnicodeDecodeError:
+        raise InputError(f"{path}: not UTF-8 text") from None
+    except OSError as err:
+        raise InputError(f"{path}: cannot read ({err.strerror})") from None
+    try:
+        docs = [d for d in yaml.safe_load_all(text) if d is not None]
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        raise InputError(f"{path}: not valid YAML{where}: {problem}") from None
+    if not docs:
+        raise InputError(f"{path}: empty document")
+    if len(docs) > 1:
+        raise InputError(f"{path}: expected one YAML document, found {len(docs)}")
+    return docs[0]
+
+
+def load_policy(path: pathlib.Path | None) -> policy.Policy:
+    if path is None:
+        return policy.DEFAULT
+    doc = load_yaml(path)
+    try:
+        return policy.policy_from_manifest(doc)
+    except policy.PolicyError as err:
+        raise InputError(f"{path}: invalid DisruptionPolicy: {err}") from None
+
+
+def fail(message: str) -> typer.Exit:
+    """Print ``message`` as one line on stderr and return the exit to raise (code 2)."""
+    typer.echo(f"graceguard: {message}", err=True)
+    return typer.Exit(code=2)

@@ -1,0 +1,140 @@
+"""A ``v1/Pod`` document -> ``cluster.Pod``, with graceguard's own notice state read back."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping
+from typing import Any
+
+from graceguard.domain import cluster, times
+from graceguard.manifests.errors import ManifestError
+
+POD_EVICTION_CONDITION = "PodEviction"
+_WORKLOAD_KINDS = {"ReplicaSet", "StatefulSet", "Deployment", "ReplicationController"}
+
+
+def _mapping(value: object, field: str) -> Mapping[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ManifestError(field, f"expected a mapping, got {type(value).__name__}")
+    return value
+
+
+def _string_map(value: object, field: str) -> dict[str, str]:
+    found = _mapping(value, field)
+    out: dict[str, str] = {}
+    for k, v in found.items():
+        if not isinstance(k, str) or not isinstance(v, str):
+            raise ManifestError(f"{field}.{k}", f"expected a string value, got {v!r}")
+        out[k] = v
+    return out
+
+
+def _time(value: object, field: str) -> dt.datetime | None:
+    if value is None:
+        return None
+    if isinstance(value, dt.datetime):  # YAML may already have parsed it
+        if value.tzinfo is None:
+            return value.replace(tzinfo=dt.UTC)
+        return value.astimezone(dt.UTC)
+    if not isinstance(value, str):
+        raise ManifestError(field, f"expected an RFC 3339 time, got {value!r}")
+    try:
+        return times.parse_time(value)
+    except times.TimeError as err:
+        raise ManifestError(field, str(err)) from None
+
+
+def _int(value: object, field: str, default: int) -> int:
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ManifestError(field, f"expected an integer, got {value!r}")
+    return value
+
+
+def pod_from_manifest(doc: object) -> cluster.Pod:
+    """Read a Pod as the API serves it (``metadata``, ``spec``, ``status``)."""
+    if not isinstance(doc, Mapping):
+        raise ManifestError("<document>", "expected a Pod manifest (a mapping)")
+    kind = doc.get("kind")
+    if kind is not None and kind != "Pod":
+        raise ManifestError("kind", f"expected 'Pod', got {kind!r}")
+    meta = _mapping(doc.get("metadata"), "metadata")
+    spec = _mapping(doc.get("spec"), "spec")
+    status = _mapping(doc.get("status"), "status")
+    name = meta.get("name")
+    if not isinstance(name, str) or not name:
+        raise ManifestError("metadata.name", "required")
+    namespace = meta.get("namespace", "default")
+    if not isinstance(namespace, str) or not namespace:
+        raise ManifestError("metadata.namespace", f"expected a string, got {namespace!r}")
+    grace = _int(spec.get("terminationGracePeriodSeconds"), "spec.terminationGracePeriodSeconds",
+                 30)
+    if grace < 0:
+        raise ManifestError("spec.terminationGracePeriodSeconds", f"must not be negative, "
+                                                                  f"got {grace}")
+    node = spec.get("nodeName")
+    if node is not None and not isinstance(node, str):
+        raise ManifestError("spec.nodeName", f"expected a string, got {node!r}")
+
+    owners = meta.get("ownerReferences") or []
+    if not isinstance(owners, list):
+        raise ManifestError("metadata.ownerReferences", "expected a list")
+    daemon = "kubernetes.io/config.mirror" in _mapping(meta.get("annotations"),
+                                                       "metadata.annotations")
+    workload: cluster.WorkloadRef | None = None
+    for i, owner in enumerate(owners):
+        owner = _mapping(owner, f"metadata.ownerReferences[{i}]")
+        if owner.get("controller") is False:
+            continue
+        okind, oname = owner.get("kind"), owner.get("name")
+        if okind == "DaemonSet":
+            daemon = True
+        elif isinstance(okind, str) and okind in _WORKLOAD_KINDS and isinstance(oname, str):
+            workload = cluster.WorkloadRef(okind, namespace, oname)
+
+    deletion = _time(meta.get("deletionTimestamp"), "metadata.deletionTimestamp")
+    deleting_since = None
+    if deletion is not None:
+        deletion_grace = _int(meta.get("deletionGracePeriodSeconds"),
+                              "metadata.deletionGracePeriodSeconds", grace)
+        deleting_since = deletion - dt.timedelta(seconds=deletion_grace)
+
+    phase_raw = status.get("phase", "Running")
+    try:
+        phase = cluster.PodPhase(phase_raw)
+    except ValueError:
+        raise ManifestError("status.phase", f"unknown phase {phase_raw!r}") from None
+
+    ready = phase == cluster.PodPhase.RUNNING
+    notice_stage: str | None = None
+    conditions = status.get("conditions") or []
+    if not isinstance(conditions, list):
+        raise ManifestError("status.conditions", "expected a list")
+    for i, cond in enumerate(conditions):
+        cond = _mapping(cond, f"status.conditions[{i}]")
+        if cond.get("type") == "Ready":
+            ready = cond.get("status") == "True"
+        elif cond.get("type") == POD_EVICTION_CONDITION and cond.get("status") == "True":
+            reason = cond.get("reason")
+            notice_stage = reason if isinstance(reason, str) else None
+
+    return cluster.Pod(
+        namespace=namespace,
+        name=name,
+        uid=str(meta.get("uid", "")),
+        node=node,
+        start_time=_time(status.get("startTime"), "status.startTime"),
+        grace_seconds=grace,
+        priority=_int(spec.get("priority"), "spec.priority", 0),
+        annotations=_string_map(meta.get("annotations"), "metadata.annotations"),
+        labels=_string_map(meta.get("labels"), "metadata.labels"),
+        workload=workload,
+        ready=ready,
+        phase=phase,
+        deleting_since=deleting_since,
+        daemon=daemon,
+        notice_stage=notice_stage,
+    )
