@@ -23,8 +23,9 @@ def parse_disruption(text: str) -> tuple[disruption.DisruptionClass, dt.datetime
     kind, _, deadline = text.partition(":")
     if kind == "imminent":
         if not deadline:
-            raise files.InputError("--disruption imminent needs a deadline: "
-                                   "imminent:2026-11-21T05:00:00Z")
+            raise files.InputError(
+                "--disruption imminent needs a deadline: imminent:2026-11-21T05:00:00Z"
+            )
         try:
             return disruption.DisruptionClass.IMMINENT, times.parse_time(deadline)
         except times.TimeError as err:
@@ -35,20 +36,38 @@ def parse_disruption(text: str) -> tuple[disruption.DisruptionClass, dt.datetime
 
 
 def explain(
-    pod_file: Annotated[pathlib.Path, typer.Argument(
-        metavar="POD.yaml", help="A plain Pod manifest, with status.startTime if it runs.")],
-    policy_file: Annotated[pathlib.Path | None, typer.Option(
-        "--policy", metavar="P.yaml",
-        help="A DisruptionPolicy (graceguard.io/v1alpha1); defaults from DESIGN.md otherwise.")
+    pod_file: Annotated[
+        pathlib.Path,
+        typer.Argument(
+            metavar="POD.yaml", help="A plain Pod manifest, with status.startTime if it runs."
+        ),
+    ],
+    policy_file: Annotated[
+        pathlib.Path | None,
+        typer.Option(
+            "--policy",
+            metavar="P.yaml",
+            help="A DisruptionPolicy (graceguard.io/v1alpha1); defaults from DESIGN.md otherwise.",
+        ),
     ] = None,
-    at: Annotated[str | None, typer.Option(
-        metavar="RFC3339", help="The time to decide at; default: now.")] = None,
-    disruption_text: Annotated[str, typer.Option(
-        "--disruption", metavar="voluntary|imminent:DEADLINE",
-        help="The class of disruption; imminent takes the RFC 3339 deadline.")] = "voluntary",
-    source: Annotated[str, typer.Option(
-        metavar="NAME", help="Who disrupts (names the windows that apply and the notices' "
-                             "reason), e.g. cluster-autoscaler, upgrade, spot-interruption.")
+    at: Annotated[
+        str | None, typer.Option(metavar="RFC3339", help="The time to decide at; default: now.")
+    ] = None,
+    disruption_text: Annotated[
+        str,
+        typer.Option(
+            "--disruption",
+            metavar="voluntary|imminent:DEADLINE",
+            help="The class of disruption; imminent takes the RFC 3339 deadline.",
+        ),
+    ] = "voluntary",
+    source: Annotated[
+        str,
+        typer.Option(
+            metavar="NAME",
+            help="Who disrupts (names the windows that apply and the notices' "
+            "reason), e.g. cluster-autoscaler, upgrade, spot-interruption.",
+        ),
     ] = "drain",
 ) -> None:
     """Explain when a pod may be disrupted, and why: protection, notices, windows, deadline.
@@ -86,8 +105,12 @@ def _explain(
             raise files.InputError(f"--at: {err}") from None
     klass, deadline = parse_disruption(disruption_text)
     request = disruption.DisruptionRequest(
-        id="explain", node=pod.node or "", source=source, disruption_class=klass,
-        requested_at=now, deadline=deadline,
+        id="explain",
+        node=pod.node or "",
+        source=source,
+        disruption_class=klass,
+        requested_at=now,
+        deadline=deadline,
     )
     prot = projection.ProtectionReader(pol.limits).read(pod, now)
     d = decision.decide(pod=pod, prot=prot, request=request, pol=pol, now=now)
@@ -101,8 +124,12 @@ def decision_json(d: decision.PodDecision, *, now: dt.datetime, source: str) -> 
         "at": times.format_time(now),
         "protectedUntil": _t(prot.protected_until) if prot.active(now) else None,
         "reasons": [
-            {"rule": r.rule.value, "annotation": r.annotation, "value": r.value,
-             "until": _t(r.until)}
+            {
+                "rule": r.rule.value,
+                "annotation": r.annotation,
+                "value": r.value,
+                "until": _t(r.until),
+            }
             for r in prot.reasons
         ],
         "earliestEviction": times.format_time(d.eviction_at),

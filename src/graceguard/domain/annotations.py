@@ -32,7 +32,14 @@ PROJECTION: tuple[tuple[str, str], ...] = (
 )
 
 PROTECTION_INPUTS = frozenset(
-    {PROTECT, MIN_RUNTIME, BUSY, NOTICE, CA_SAFE_TO_EVICT, KARPENTER_DO_NOT_DISRUPT,
-     ACS_ENSURE_RUNNING}
+    {
+        PROTECT,
+        MIN_RUNTIME,
+        BUSY,
+        NOTICE,
+        CA_SAFE_TO_EVICT,
+        KARPENTER_DO_NOT_DISRUPT,
+        ACS_ENSURE_RUNNING,
+    }
 )
 """Every pod annotation that changes a pod's protection or notice."""

@@ -22,7 +22,7 @@ def _empty() -> Mapping[str, str]:
     return EMPTY
 
 
-class PodPhase(str, enum.Enum):
+class PodPhase(enum.StrEnum):
     PENDING = "Pending"
     RUNNING = "Running"
     SUCCEEDED = "Succeeded"
@@ -82,7 +82,7 @@ class Pod:
 
     @property
     def healthy(self) -> bool:
-        """Counts toward a budget: Ready and not being deleted (the disruption controller's rule)."""
+        """Counts toward a budget: Ready, running, not being deleted (the disruption controller)."""
         return self.ready and self.deleting_since is None and self.phase == PodPhase.RUNNING
 
 
@@ -94,7 +94,7 @@ class Node:
     ready: bool = True
 
 
-class UnhealthyPodEvictionPolicy(str, enum.Enum):
+class UnhealthyPodEvictionPolicy(enum.StrEnum):
     IF_HEALTHY_BUDGET = "IfHealthyBudget"
     ALWAYS_ALLOW = "AlwaysAllow"
 

@@ -7,11 +7,11 @@ import datetime as dt
 import enum
 
 
-class DisruptionClass(str, enum.Enum):
+class DisruptionClass(enum.StrEnum):
     VOLUNTARY = "voluntary"
     """Scale-down, consolidation, rebalance, upgrade, drain, expiry: every protection applies."""
     IMMINENT = "imminent"
-    """A hard deadline is imposed (spot, shutdown, hook cap): protections apply as far as it allows."""
+    """A hard deadline (spot, shutdown, hook cap): protections apply as far as it allows."""
     FAILED = "failed"
     """The node is NotReady or gone: nothing to protect, only record."""
 

@@ -9,7 +9,7 @@ import enum
 from graceguard.domain import durations, times
 
 
-class NoticeReason(str, enum.Enum):
+class NoticeReason(enum.StrEnum):
     PROPOSED = "ProposedEviction"
     SCHEDULED = "ScheduledEviction"
 
@@ -33,8 +33,7 @@ class Notice:
 
 def proposed_message(*, eviction_at: dt.datetime, source: str) -> str:
     return (
-        f"The pod is nominated to be evicted at {times.format_time(eviction_at)}, "
-        f"reason: {source}"
+        f"The pod is nominated to be evicted at {times.format_time(eviction_at)}, reason: {source}"
     )
 
 

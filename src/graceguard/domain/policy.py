@@ -1,4 +1,4 @@
-"""The ``DisruptionPolicy`` (``graceguard.io/v1alpha1``): defaults from DESIGN.md, strict validation.
+"""The ``DisruptionPolicy`` (``graceguard.io/v1alpha1``): DESIGN.md's defaults, strict validation.
 
 ``policy_from_manifest`` takes the parsed document (a mapping) and either returns a ``Policy`` or
 raises ``PolicyError`` listing every field at fault with its reason, the way the apiserver reports
@@ -14,6 +14,7 @@ from typing import Any
 
 from graceguard.domain import durations, intorpercent, phases, protection, windows
 
+HALF = intorpercent.IntOrPercent(50, percent=True)
 API_VERSION = "graceguard.io/v1alpha1"
 KIND = "DisruptionPolicy"
 
@@ -39,7 +40,7 @@ class Policy:
     max_protection: dt.timedelta = dt.timedelta(hours=24)
     max_min_runtime: dt.timedelta = dt.timedelta(hours=24)
     notice_lead: dt.timedelta = dt.timedelta(minutes=10)
-    default_min_available: intorpercent.IntOrPercent | None = intorpercent.IntOrPercent(50, True)
+    default_min_available: intorpercent.IntOrPercent | None = HALF
     pdb_max_wait: dt.timedelta = dt.timedelta(hours=1)
     maintenance_windows: tuple[windows.MaintenanceWindow, ...] = ()
     windowed_sources: frozenset[str] | None = None
@@ -83,8 +84,9 @@ def policy_from_manifest(doc: object) -> Policy:
     if not isinstance(doc, Mapping):
         raise PolicyError([FieldError("<document>", "expected a mapping (a YAML object)")])
     if doc.get("apiVersion") != API_VERSION:
-        errors.append(FieldError("apiVersion", f"expected {API_VERSION!r}, got "
-                                               f"{doc.get('apiVersion')!r}"))
+        errors.append(
+            FieldError("apiVersion", f"expected {API_VERSION!r}, got {doc.get('apiVersion')!r}")
+        )
     if doc.get("kind") != KIND:
         errors.append(FieldError("kind", f"expected {KIND!r}, got {doc.get('kind')!r}"))
     metadata = doc.get("metadata") or {}
@@ -104,13 +106,20 @@ def policy_from_manifest(doc: object) -> Policy:
 
 
 def policy_from_spec(
-    spec: Mapping[str, Any], *, errors: list[FieldError], name: str = "default", prefix: str = "spec"
+    spec: Mapping[str, Any],
+    *,
+    errors: list[FieldError],
+    name: str = "default",
+    prefix: str = "spec",
 ) -> Policy:
     """Read a policy spec, appending problems to ``errors`` (the result is only valid if none)."""
     for key in spec:
         if key not in _SPEC_FIELDS:
-            errors.append(FieldError(f"{prefix}.{key}", f"unknown field; known: "
-                                                        f"{', '.join(sorted(_SPEC_FIELDS))}"))
+            errors.append(
+                FieldError(
+                    f"{prefix}.{key}", f"unknown field; known: {', '.join(sorted(_SPEC_FIELDS))}"
+                )
+            )
     d = DEFAULT
 
     def duration(field: str, default: dt.timedelta, *, allow_zero: bool = False) -> dt.timedelta:
@@ -118,8 +127,11 @@ def policy_from_spec(
         if raw is None:
             return default
         if not isinstance(raw, str):
-            errors.append(FieldError(f"{prefix}.{field}",
-                                     f"expected a duration string such as \"1h30m\", got {raw!r}"))
+            errors.append(
+                FieldError(
+                    f"{prefix}.{field}", f'expected a duration string such as "1h30m", got {raw!r}'
+                )
+            )
             return default
         try:
             value = durations.parse_duration(raw)
@@ -159,8 +171,9 @@ def policy_from_spec(
             continue
         unknown = set(item) - {"schedule", "duration", "timeZone"}
         for key in sorted(unknown):
-            errors.append(FieldError(f"{here}.{key}", "unknown field; known: duration, "
-                                                      "schedule, timeZone"))
+            errors.append(
+                FieldError(f"{here}.{key}", "unknown field; known: duration, schedule, timeZone")
+            )
         missing = [k for k in ("schedule", "duration") if k not in item]
         for key in missing:
             errors.append(FieldError(f"{here}.{key}", "required"))
@@ -183,8 +196,12 @@ def policy_from_spec(
         if not isinstance(raw_sources, list) or not all(
             isinstance(s, str) and s for s in raw_sources
         ):
-            errors.append(FieldError(f"{prefix}.windowedSources",
-                                     "expected a list of source names such as upgrade, expiry"))
+            errors.append(
+                FieldError(
+                    f"{prefix}.windowedSources",
+                    "expected a list of source names such as upgrade, expiry",
+                )
+            )
         else:
             windowed = frozenset(raw_sources)
 
@@ -223,8 +240,9 @@ def _phases(raw: object, here: str, errors: list[FieldError]) -> tuple[phases.Ph
             errors.append(FieldError(f"{here}[{i}].name", "required, a non-empty string"))
             continue
         if isinstance(minimum, bool) or not isinstance(minimum, int):
-            errors.append(FieldError(f"{here}[{i}].minPriority", f"expected an integer, "
-                                                                 f"got {minimum!r}"))
+            errors.append(
+                FieldError(f"{here}[{i}].minPriority", f"expected an integer, got {minimum!r}")
+            )
             continue
         found.append(phases.Phase(name, minimum))
     priorities = [p.min_priority for p in found]

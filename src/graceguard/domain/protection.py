@@ -20,7 +20,7 @@ from graceguard.domain import annotations as ann
 from graceguard.domain import durations
 
 
-class Rule(str, enum.Enum):
+class Rule(enum.StrEnum):
     PROTECT = "protect"
     """Protected until the pod completes, bounded by ``maxProtection``."""
     MIN_RUNTIME = "min-runtime"
@@ -105,9 +105,7 @@ class ProtectionSpec:
         """Anchor the offsets at ``start_time`` (a pod not started yet counts from ``now``)."""
         start = start_time if start_time is not None else now
         reasons = tuple(
-            Reason(
-                o.rule, o.annotation, o.value, None if o.offset is None else start + o.offset
-            )
+            Reason(o.rule, o.annotation, o.value, None if o.offset is None else start + o.offset)
             for o in self.offsets
         )
         untils = [r.until for r in reasons if r.until is not None]
@@ -119,12 +117,9 @@ class ProtectionSpec:
         )
 
 
-
 def relevant_items(annotations: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
     """The annotations that bear on protection, minus the ones graceguard projected itself."""
-    items = tuple(
-        sorted((k, v) for k, v in annotations.items() if k in ann.PROTECTION_INPUTS)
-    )
+    items = tuple(sorted((k, v) for k, v in annotations.items() if k in ann.PROTECTION_INPUTS))
     projected = annotations.get(ann.PROJECTED)
     if projected and items:
         mine = set(projected.split(","))
@@ -132,9 +127,7 @@ def relevant_items(annotations: Mapping[str, str]) -> tuple[tuple[str, str], ...
     return items
 
 
-def read_protection_spec(
-    items: tuple[tuple[str, str], ...], limits: Limits
-) -> ProtectionSpec:
+def read_protection_spec(items: tuple[tuple[str, str], ...], limits: Limits) -> ProtectionSpec:
     """Interpret the relevant annotations (``relevant_items``) under the policy's ``limits``."""
     warnings: list[AnnotationWarning] = []
     offsets: list[Offset] = []
@@ -157,9 +150,7 @@ def read_protection_spec(
         (ann.CA_SAFE_TO_EVICT, "false"),
     ):
         if flag(name, protects=protects):
-            until_completion.append(
-                Offset(Rule.PROTECT, name, values[name], limits.max_protection)
-            )
+            until_completion.append(Offset(Rule.PROTECT, name, values[name], limits.max_protection))
 
     karpenter = values.get(ann.KARPENTER_DO_NOT_DISRUPT)
     if karpenter is not None:
@@ -170,9 +161,14 @@ def read_protection_spec(
             )
         elif norm != "false":
             # Karpenter also accepts a duration: a minimum runtime.
-            runtime = _duration(ann.KARPENTER_DO_NOT_DISRUPT, karpenter, limits.max_min_runtime,
-                                "maxMinRuntime", warnings,
-                                extra='"true", "false" or ')
+            runtime = _duration(
+                ann.KARPENTER_DO_NOT_DISRUPT,
+                karpenter,
+                cap=limits.max_min_runtime,
+                cap_name="maxMinRuntime",
+                warnings=warnings,
+                extra='"true", "false" or ',
+            )
             if runtime is not None:
                 offsets.append(
                     Offset(Rule.MIN_RUNTIME, ann.KARPENTER_DO_NOT_DISRUPT, karpenter, runtime)
@@ -182,7 +178,9 @@ def read_protection_spec(
         raw = values.get(name)
         if raw is None:
             continue
-        runtime = _duration(name, raw, limits.max_min_runtime, "maxMinRuntime", warnings)
+        runtime = _duration(
+            name, raw, cap=limits.max_min_runtime, cap_name="maxMinRuntime", warnings=warnings
+        )
         if runtime is not None:
             offsets.append(Offset(Rule.MIN_RUNTIME, name, raw, runtime))
 
@@ -195,7 +193,9 @@ def read_protection_spec(
         elif norm == "false":
             idle = True
         else:
-            warnings.append(AnnotationWarning(ann.BUSY, busy, 'expected "true" or "false"; ignored'))
+            warnings.append(
+                AnnotationWarning(ann.BUSY, busy, 'expected "true" or "false"; ignored')
+            )
 
     if idle:
         # The application knows best: idle lifts protect-until-completion, not a minimum runtime.
@@ -206,7 +206,13 @@ def read_protection_spec(
     notice_lead = limits.notice_lead
     raw_notice = values.get(ann.NOTICE)
     if raw_notice is not None:
-        lead = _duration(ann.NOTICE, raw_notice, limits.max_protection, "maxProtection", warnings)
+        lead = _duration(
+            ann.NOTICE,
+            raw_notice,
+            cap=limits.max_protection,
+            cap_name="maxProtection",
+            warnings=warnings,
+        )
         if lead is not None:
             notice_lead = lead
 
@@ -227,6 +233,7 @@ def read_protection(
 def _duration(
     name: str,
     raw: str,
+    *,
     cap: dt.timedelta,
     cap_name: str,
     warnings: list[AnnotationWarning],
@@ -236,8 +243,9 @@ def _duration(
         value = durations.parse_duration(raw)
     except durations.DurationError as err:
         warnings.append(
-            AnnotationWarning(name, raw, f"expected {extra}a duration such as 90s, 45m or 1h30m "
-                              f"({err}); ignored")
+            AnnotationWarning(
+                name, raw, f"expected {extra}a duration such as 90s, 45m or 1h30m ({err}); ignored"
+            )
         )
         return None
     if value < dt.timedelta(0):
@@ -246,7 +254,8 @@ def _duration(
     if value > cap:
         warnings.append(
             AnnotationWarning(
-                name, raw,
+                name,
+                raw,
                 f"exceeds {cap_name} {durations.format_duration(cap)}; clamped to "
                 f"{durations.format_duration(cap)}",
             )

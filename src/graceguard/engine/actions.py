@@ -1,4 +1,4 @@
-"""What the engine asks the shell (controller, simulator) to carry out. One frozen value per verb."""
+"""What the engine asks the shell (controller, simulator) to carry out: one frozen value a verb."""
 
 from __future__ import annotations
 

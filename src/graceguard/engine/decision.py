@@ -101,14 +101,17 @@ def decide(
     if not_before is not None and not_before > base:
         base = not_before
         blockers.append(
-            Blocker("phase", "waiting for pods of earlier priority phases to leave the node",
-                    not_before)
+            Blocker(
+                "phase", "waiting for pods of earlier priority phases to leave the node", not_before
+            )
         )
 
     stage = pod.notice_stage
     previous = previous_notice(pod, request.source)
-    if previous is not None and previous >= base and (
-        stage == notices.NoticeReason.SCHEDULED.value or previous >= now + lead
+    if (
+        previous is not None
+        and previous >= base
+        and (stage == notices.NoticeReason.SCHEDULED.value or previous >= now + lead)
     ):
         target = previous
     elif previous is not None and stage == notices.NoticeReason.PROPOSED.value and previous >= base:
@@ -117,8 +120,9 @@ def decide(
         target = max(base, now + lead)
     if target > now and target > base and lead > dt.timedelta(0):
         blockers.append(
-            Blocker("notice", f"notice lead {durations.format_duration(lead)} before eviction",
-                    target)
+            Blocker(
+                "notice", f"notice lead {durations.format_duration(lead)} before eviction", target
+            )
         )
 
     opening: win.Opening | None = None
@@ -132,8 +136,12 @@ def decide(
                 at, opening = found
                 if at > target:
                     blockers.append(
-                        Blocker("window", f"outside maintenance windows; the next opens "
-                                          f"{times.format_time(opening.start)}", at)
+                        Blocker(
+                            "window",
+                            f"outside maintenance windows; the next opens "
+                            f"{times.format_time(opening.start)}",
+                            at,
+                        )
                     )
                     if previous is not None and stage == notices.NoticeReason.SCHEDULED.value:
                         at = max(at, now + lead)  # a moved eviction needs a fresh full notice
@@ -150,9 +158,12 @@ def decide(
             latest = now
         if target > latest:
             blockers.append(
-                Blocker("deadline", f"the node goes at {times.format_time(deadline)}; the pod "
-                                    f"must be asked to stop by {times.format_time(latest)}",
-                        latest)
+                Blocker(
+                    "deadline",
+                    f"the node goes at {times.format_time(deadline)}; the pod "
+                    f"must be asked to stop by {times.format_time(latest)}",
+                    latest,
+                )
             )
             target = latest
 

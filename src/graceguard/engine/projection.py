@@ -86,4 +86,3 @@ def project(
         elif projected:
             out.append(act.RetractProtection(ref(pod), projected))
     return ProjectionResult(tuple(out), wake, protected)
-

@@ -10,8 +10,16 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 
 from graceguard.domain import annotations as ann
-from graceguard.domain import budgets, cluster, disruption, durations, notices, phases, policy
-from graceguard.domain import times
+from graceguard.domain import (
+    budgets,
+    cluster,
+    disruption,
+    durations,
+    notices,
+    phases,
+    policy,
+    times,
+)
 from graceguard.engine import actions as act
 from graceguard.engine import decision, index, projection
 
@@ -22,7 +30,7 @@ _SEVERITY = {
 }
 
 
-class PlanStatus(str, enum.Enum):
+class PlanStatus(enum.StrEnum):
     WAITING = "waiting"
     """Nominated; its eviction time has not come."""
     EVICTING = "evicting"
@@ -130,7 +138,12 @@ def plan_node(
     wake = _Wake()
     ordered = sorted(
         requests,
-        key=lambda r: (_SEVERITY[r.disruption_class], r.effective_deadline or dt.datetime.max.replace(tzinfo=dt.UTC), r.requested_at, r.id),
+        key=lambda r: (
+            _SEVERITY[r.disruption_class],
+            r.effective_deadline or dt.datetime.max.replace(tzinfo=dt.UTC),
+            r.requested_at,
+            r.id,
+        ),
     )
     lead = ordered[0]
     node_name = lead.node
@@ -167,9 +180,18 @@ def plan_node(
                 end = pod.deleting_since + dt.timedelta(seconds=pod.grace_seconds)
                 expected_end = max(expected_end or end, end)
                 plans.append(
-                    PodPlan(ref, node_name, lead.id, lead.source, phase_list[k].name,
-                            PlanStatus.TERMINATING, None, None, prot.protected_until,
-                            pod.grace_seconds)
+                    PodPlan(
+                        ref,
+                        node_name,
+                        lead.id,
+                        lead.source,
+                        phase_list[k].name,
+                        PlanStatus.TERMINATING,
+                        None,
+                        None,
+                        prot.protected_until,
+                        pod.grace_seconds,
+                    )
                 )
                 continue
             d = decision.decide(
@@ -184,28 +206,59 @@ def plan_node(
             )
             stage = pod.notice_stage
             if d.renominate:
-                out.append(act.PostNotice(
-                    ref, notices.Notice(notices.NoticeReason.PROPOSED, now, d.eviction_at,
-                                        lead.source), lead.id))
+                out.append(
+                    act.PostNotice(
+                        ref,
+                        notices.Notice(
+                            notices.NoticeReason.PROPOSED, now, d.eviction_at, lead.source
+                        ),
+                        lead.id,
+                    )
+                )
                 stage = notices.NoticeReason.PROPOSED.value
             if stage != notices.NoticeReason.SCHEDULED.value:
                 if now >= d.scheduled_notice_at:
-                    out.append(act.PostNotice(
-                        ref, notices.Notice(notices.NoticeReason.SCHEDULED, now, d.eviction_at,
-                                            lead.source), lead.id))
+                    out.append(
+                        act.PostNotice(
+                            ref,
+                            notices.Notice(
+                                notices.NoticeReason.SCHEDULED, now, d.eviction_at, lead.source
+                            ),
+                            lead.id,
+                        )
+                    )
                 else:
                     wake.at_least(d.scheduled_notice_at, now)
             end = d.eviction_at + dt.timedelta(seconds=pod.grace_seconds)
             expected_end = max(expected_end or end, end)
             status, force_at, blocked = _act_on_due_pod(
-                pod=pod, ref=ref, d=d, lead=lead, pol=pol, now=now, idx=idx,
-                allowances=allowances, out=out, wake=wake,
+                pod=pod,
+                ref=ref,
+                d=d,
+                lead=lead,
+                pol=pol,
+                now=now,
+                idx=idx,
+                allowances=allowances,
+                out=out,
+                wake=wake,
                 phase_blocked=deadline is None and earlier_live > 0,
             )
             plans.append(
-                PodPlan(ref, node_name, lead.id, lead.source, phase_list[k].name, status,
-                        d.eviction_at, d.scheduled_notice_at, prot.protected_until,
-                        pod.grace_seconds, d.blocked_by + blocked, force_at)
+                PodPlan(
+                    ref,
+                    node_name,
+                    lead.id,
+                    lead.source,
+                    phase_list[k].name,
+                    status,
+                    d.eviction_at,
+                    d.scheduled_notice_at,
+                    prot.protected_until,
+                    pod.grace_seconds,
+                    d.blocked_by + blocked,
+                    force_at,
+                )
             )
         earlier_live += len(phase_pods)
         if expected_end is not None:

@@ -70,11 +70,13 @@ def pod_from_manifest(doc: object) -> cluster.Pod:
     namespace = meta.get("namespace", "default")
     if not isinstance(namespace, str) or not namespace:
         raise ManifestError("metadata.namespace", f"expected a string, got {namespace!r}")
-    grace = _int(spec.get("terminationGracePeriodSeconds"), "spec.terminationGracePeriodSeconds",
-                 30)
+    grace = _int(
+        spec.get("terminationGracePeriodSeconds"), "spec.terminationGracePeriodSeconds", 30
+    )
     if grace < 0:
-        raise ManifestError("spec.terminationGracePeriodSeconds", f"must not be negative, "
-                                                                  f"got {grace}")
+        raise ManifestError(
+            "spec.terminationGracePeriodSeconds", f"must not be negative, got {grace}"
+        )
     node = spec.get("nodeName")
     if node is not None and not isinstance(node, str):
         raise ManifestError("spec.nodeName", f"expected a string, got {node!r}")
@@ -82,11 +84,12 @@ def pod_from_manifest(doc: object) -> cluster.Pod:
     owners = meta.get("ownerReferences") or []
     if not isinstance(owners, list):
         raise ManifestError("metadata.ownerReferences", "expected a list")
-    daemon = "kubernetes.io/config.mirror" in _mapping(meta.get("annotations"),
-                                                       "metadata.annotations")
+    daemon = "kubernetes.io/config.mirror" in _mapping(
+        meta.get("annotations"), "metadata.annotations"
+    )
     workload: cluster.WorkloadRef | None = None
-    for i, owner in enumerate(owners):
-        owner = _mapping(owner, f"metadata.ownerReferences[{i}]")
+    for i, raw_owner in enumerate(owners):
+        owner = _mapping(raw_owner, f"metadata.ownerReferences[{i}]")
         if owner.get("controller") is False:
             continue
         okind, oname = owner.get("kind"), owner.get("name")
@@ -98,8 +101,9 @@ def pod_from_manifest(doc: object) -> cluster.Pod:
     deletion = _time(meta.get("deletionTimestamp"), "metadata.deletionTimestamp")
     deleting_since = None
     if deletion is not None:
-        deletion_grace = _int(meta.get("deletionGracePeriodSeconds"),
-                              "metadata.deletionGracePeriodSeconds", grace)
+        deletion_grace = _int(
+            meta.get("deletionGracePeriodSeconds"), "metadata.deletionGracePeriodSeconds", grace
+        )
         deleting_since = deletion - dt.timedelta(seconds=deletion_grace)
 
     phase_raw = status.get("phase", "Running")
@@ -113,8 +117,8 @@ def pod_from_manifest(doc: object) -> cluster.Pod:
     conditions = status.get("conditions") or []
     if not isinstance(conditions, list):
         raise ManifestError("status.conditions", "expected a list")
-    for i, cond in enumerate(conditions):
-        cond = _mapping(cond, f"status.conditions[{i}]")
+    for i, raw_cond in enumerate(conditions):
+        cond = _mapping(raw_cond, f"status.conditions[{i}]")
         if cond.get("type") == "Ready":
             ready = cond.get("status") == "True"
         elif cond.get("type") == POD_EVICTION_CONDITION and cond.get("status") == "True":
