@@ -50,6 +50,8 @@ class Evict:
     grace_seconds: int
     source: str
     request_id: str
+    window: dt.datetime | None = None
+    """Start of the maintenance window this eviction uses (each pod once per window)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -61,6 +63,7 @@ class ForceDelete:
     source: str
     reason: str
     request_id: str
+    window: dt.datetime | None = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

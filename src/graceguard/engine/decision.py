@@ -89,36 +89,31 @@ def decide(
     """
     blockers: list[Blocker] = []
     lead = prot.notice_lead
-    base = now
+    floor: dt.datetime | None = None  # the earliest time protection and phases allow
     if prot.active(now):
         assert prot.protected_until is not None
-        base = prot.protected_until
+        floor = prot.protected_until
         reason = prot.binding_reason()
         label = f"{reason.annotation}={reason.value}" if reason else "protection"
         blockers.append(
-            Blocker("protection", f"protected by {label} until {times.format_time(base)}", base)
+            Blocker("protection", f"protected by {label} until {times.format_time(floor)}", floor)
         )
-    if not_before is not None and not_before > base:
-        base = not_before
+    if not_before is not None and not_before > now and (floor is None or not_before > floor):
+        floor = not_before
         blockers.append(
-            Blocker(
-                "phase", "waiting for pods of earlier priority phases to leave the node", not_before
-            )
+            Blocker("phase", "waiting for pods of earlier priority phases to leave the node", floor)
         )
 
     stage = pod.notice_stage
     previous = previous_notice(pod, request.source)
-    if (
-        previous is not None
-        and previous >= base
-        and (stage == notices.NoticeReason.SCHEDULED.value or previous >= now + lead)
-    ):
-        target = previous
-    elif previous is not None and stage == notices.NoticeReason.PROPOSED.value and previous >= base:
-        target = max(previous, now + lead)
+    if previous is not None and (floor is None or previous >= floor):
+        if stage == notices.NoticeReason.SCHEDULED.value:
+            target = previous  # told with its full lead; due (or overdue) at that time
+        else:
+            target = max(previous, now + lead)
     else:
-        target = max(base, now + lead)
-    if target > now and target > base and lead > dt.timedelta(0):
+        target = max(floor or now, now + lead)
+    if target > now and (floor is None or target > floor) and lead > dt.timedelta(0):
         blockers.append(
             Blocker(
                 "notice", f"notice lead {durations.format_duration(lead)} before eviction", target

@@ -297,6 +297,7 @@ def _act_on_due_pod(
         # Woken again when the earlier phases' pods change (they leave the snapshot).
         blocker = decision.Blocker("phase", "waiting for pods of earlier priority phases", None)
         return PlanStatus.BLOCKED, None, (blocker,)
+    window = d.opening.start if d.opening is not None else None
     pdbs = idx.pdbs_for(pod)
     floor = idx.floor_for(pod, pdbs)
     refusal = allowances.check(pod, pdbs, floor)
@@ -304,7 +305,7 @@ def _act_on_due_pod(
         allowances.consume(pod, pdbs, floor)
         if d.deadline_exceeded:
             out.append(act.ReportDeadlineExceeded(ref, _exceeded_message(pod, lead), lead.id))
-        out.append(act.Evict(ref, pod.grace_seconds, lead.source, lead.id))
+        out.append(act.Evict(ref, pod.grace_seconds, lead.source, lead.id, window))
         return PlanStatus.EVICTING, None, ()
     since = _blocked_since(pod) or now
     force_at = since + pol.pdb_max_wait
@@ -321,7 +322,7 @@ def _act_on_due_pod(
         )
         if d.deadline_exceeded:
             out.append(act.ReportDeadlineExceeded(ref, _exceeded_message(pod, lead), lead.id))
-        out.append(act.ForceDelete(ref, pod.grace_seconds, lead.source, why, lead.id))
+        out.append(act.ForceDelete(ref, pod.grace_seconds, lead.source, why, lead.id, window))
         return PlanStatus.FORCED, force_at, (blocker,)
     if _blocked_since(pod) is None:
         out.append(act.MarkBlocked(ref, now, refusal, force_at, lead.id))
