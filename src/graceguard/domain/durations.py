@@ -22,8 +22,10 @@ _UNIT_NS = {
     "m": 60_000_000_000,
     "h": 3_600_000_000_000,
 }
-_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
+_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)", re.ASCII)
 _MAX_NS = (1 << 63) - 1
+_MAX_DIGITS = 19  # no whole number of more digits fits in Go's int64 nanoseconds
+_FRACTION_DIGITS = 18  # Go, too, ignores fraction digits beyond what int64 can carry
 
 
 class DurationError(ValueError):
@@ -56,6 +58,9 @@ def parse_duration(text: str) -> dt.timedelta:
             raise DurationError(f"invalid duration {text!r}: expected a number at {s[pos:]!r}")
         number, unit = m.group(1), m.group(2)
         whole, _, frac = number.partition(".")
+        whole, frac = whole.lstrip("0"), frac[:_FRACTION_DIGITS]
+        if len(whole) > _MAX_DIGITS:
+            raise DurationError(f"invalid duration {text!r}: too large")
         scale = _UNIT_NS[unit]
         part = int(whole or "0") * scale
         if frac:
