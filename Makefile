@@ -40,7 +40,7 @@ scenarios: $(STAMP)
 	$(PY) -m pytest tests/scenarios -q
 
 bench: $(STAMP)
-	@for b in bench/bench_*.py; do $(PY) $$b || exit 1; done
+	@for b in bench/bench_*.py; do PYTHONPATH=bench $(PY) $$b || exit 1; done
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info .mypy_cache .ruff_cache .pytest_cache

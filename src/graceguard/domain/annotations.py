@@ -43,3 +43,6 @@ PROTECTION_INPUTS = frozenset(
     }
 )
 """Every pod annotation that changes a pod's protection or notice."""
+
+WATCHED = PROTECTION_INPUTS | {PROJECTED}
+"""The annotations that make a pod worth a look when projecting protection."""

@@ -40,10 +40,11 @@ class WorkloadRef:
     kind: str
     namespace: str
     name: str
+    key: str = dataclasses.field(init=False, repr=False, compare=False)
+    """``kind/namespace/name``, computed once: it keys every per-workload table."""
 
-    @property
-    def key(self) -> str:
-        return f"{self.kind}/{self.namespace}/{self.name}"
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "key", f"{self.kind}/{self.namespace}/{self.name}")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

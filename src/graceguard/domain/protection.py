@@ -119,6 +119,8 @@ class ProtectionSpec:
 
 def relevant_items(annotations: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
     """The annotations that bear on protection, minus the ones graceguard projected itself."""
+    if annotations.keys().isdisjoint(ann.PROTECTION_INPUTS):
+        return ()
     items = tuple(sorted((k, v) for k, v in annotations.items() if k in ann.PROTECTION_INPUTS))
     projected = annotations.get(ann.PROJECTED)
     if projected and items:

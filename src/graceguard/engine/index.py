@@ -47,10 +47,17 @@ def build(snapshot: cluster.Snapshot, pol: policy.Policy) -> ClusterIndex:
     nodes = {n.name: n for n in snapshot.nodes}
     by_node: dict[str, list[cluster.Pod]] = defaultdict(list)
     healthy: dict[str, int] = defaultdict(int)
+    running = cluster.PodPhase.RUNNING
     for pod in snapshot.pods:
         if pod.node is not None:
             by_node[pod.node].append(pod)
-        if pod.workload is not None and pod.healthy:
+        # pod.healthy, inlined: this loop runs once per pod of the cluster.
+        if (
+            pod.workload is not None
+            and pod.ready
+            and pod.deleting_since is None
+            and pod.phase is running
+        ):
             healthy[pod.workload.key] += 1
     pdbs: dict[str, list[cluster.PodDisruptionBudget]] = defaultdict(list)
     for pdb in snapshot.budgets:

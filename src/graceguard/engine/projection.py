@@ -53,21 +53,29 @@ def ref(pod: cluster.Pod) -> act.PodRef:
 
 
 def project(
-    pods: Iterable[cluster.Pod], reader: ProtectionReader, now: dt.datetime
+    pods: Iterable[cluster.Pod],
+    reader: ProtectionReader,
+    now: dt.datetime,
+    *,
+    disrupted_nodes: frozenset[str] = frozenset(),
 ) -> ProjectionResult:
-    """Project protection onto every pod that needs it; retract it from every pod that no longer
-    does; report annotation warnings."""
+    """One pass over every pod: project protection onto the pods that need it, retract it from
+    the pods that no longer do, report annotation warnings, and withdraw the notices of pods
+    whose node is no longer being disrupted."""
     out: list[act.Action] = []
     wake: dt.datetime | None = None
     protected = 0
+    watched = ann.WATCHED
     for pod in pods:
         annotations = pod.annotations
-        if not annotations:
+        if (
+            pod.notice_stage is not None or ann.BLOCKED_SINCE in annotations
+        ) and pod.node not in disrupted_nodes:
+            out.append(act.WithdrawNotice(ref(pod)))
+        if not annotations or annotations.keys().isdisjoint(watched):
             continue
         projected_raw = annotations.get(ann.PROJECTED)
         spec = reader.spec(pod)
-        if spec is reader.unprotected and not projected_raw:
-            continue
         for warning in spec.warnings:
             out.append(act.WarnAnnotation(ref(pod), warning))
         until = spec.until(pod.start_time, now)

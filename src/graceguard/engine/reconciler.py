@@ -93,16 +93,12 @@ def reconcile(
     wake = _Wake()
     protected = 0
     if project:
-        result = projection.project(idx.snapshot.pods, reader, now)
+        result = projection.project(
+            idx.snapshot.pods, reader, now, disrupted_nodes=frozenset(r.node for r in requests)
+        )
         out.extend(result.actions)
         wake.at_least(result.next_wakeup, now)
         protected = result.protected
-        disrupted = {r.node for r in requests}
-        for pod in idx.snapshot.pods:
-            if (pod.notice_stage is not None or ann.BLOCKED_SINCE in pod.annotations) and (
-                pod.node not in disrupted
-            ):
-                out.append(act.WithdrawNotice(projection.ref(pod)))
     allowances = budgets.Allowances({}, {})
     by_node: dict[str, list[disruption.DisruptionRequest]] = defaultdict(list)
     for request in requests:
