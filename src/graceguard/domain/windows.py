@@ -62,7 +62,8 @@ class MaintenanceWindow:
             raise WindowError("duration", f"must be positive, got {duration!r}")
         try:
             zoneinfo.ZoneInfo(time_zone)
-        except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        except (zoneinfo.ZoneInfoNotFoundError, ValueError, OSError):
+            # OSError: a key naming a directory of the database ("Europe") or too long a path.
             raise WindowError("timeZone", f"unknown IANA time zone {time_zone!r}") from None
         window = MaintenanceWindow(schedule, length, time_zone)
         if window.next_opening(dt.datetime(2000, 1, 1, tzinfo=UTC)) is None:
@@ -79,13 +80,21 @@ class MaintenanceWindow:
         # the offset from before the gap, so it opens shifted by the gap (02:30 -> 03:30).
         return local.replace(tzinfo=zoneinfo.ZoneInfo(self.time_zone), fold=0).astimezone(UTC)
 
+    def _next_start(self, it: croniter.croniter) -> dt.datetime | None:
+        try:
+            return self._to_utc(it.get_next(dt.datetime))
+        except croniter.CroniterBadDateError:
+            return None  # croniter gave up: the schedule never fires (e.g. "0 0 30 2 *")
+
     def opening_at(self, t: dt.datetime) -> Opening | None:
         """The opening that contains ``t``, if any."""
         # Look back by the duration (plus a day for DST shifts) and walk forward.
         it = self._starts_after(t - self.duration - dt.timedelta(days=1))
         found: Opening | None = None
         for _ in range(_MAX_SCAN):
-            start = self._to_utc(it.get_next(dt.datetime))
+            start = self._next_start(it)
+            if start is None:
+                break
             if start > t:
                 break
             if start + self.duration > t:
@@ -97,7 +106,9 @@ class MaintenanceWindow:
         it = self._starts_after(t - dt.timedelta(days=1))
         last: dt.datetime | None = None
         for _ in range(_MAX_SCAN):
-            start = self._to_utc(it.get_next(dt.datetime))
+            start = self._next_start(it)
+            if start is None:
+                return None
             if start == last:
                 continue  # a repeated wall-clock hour opens once
             last = start
