@@ -13,7 +13,7 @@ POD_EVICTION_CONDITION = "PodEviction"
 _WORKLOAD_KINDS = {"ReplicaSet", "StatefulSet", "Deployment", "ReplicationController"}
 
 
-def _mapping(value: object, field: str) -> Mapping[str, Any]:
+def mapping(value: object, field: str) -> Mapping[str, Any]:
     if value is None:
         return {}
     if not isinstance(value, Mapping):
@@ -21,8 +21,8 @@ def _mapping(value: object, field: str) -> Mapping[str, Any]:
     return value
 
 
-def _string_map(value: object, field: str) -> dict[str, str]:
-    found = _mapping(value, field)
+def string_map(value: object, field: str) -> dict[str, str]:
+    found = mapping(value, field)
     out: dict[str, str] = {}
     for k, v in found.items():
         if not isinstance(k, str) or not isinstance(v, str):
@@ -61,9 +61,9 @@ def pod_from_manifest(doc: object) -> cluster.Pod:
     kind = doc.get("kind")
     if kind is not None and kind != "Pod":
         raise ManifestError("kind", f"expected 'Pod', got {kind!r}")
-    meta = _mapping(doc.get("metadata"), "metadata")
-    spec = _mapping(doc.get("spec"), "spec")
-    status = _mapping(doc.get("status"), "status")
+    meta = mapping(doc.get("metadata"), "metadata")
+    spec = mapping(doc.get("spec"), "spec")
+    status = mapping(doc.get("status"), "status")
     name = meta.get("name")
     if not isinstance(name, str) or not name:
         raise ManifestError("metadata.name", "required")
@@ -84,12 +84,12 @@ def pod_from_manifest(doc: object) -> cluster.Pod:
     owners = meta.get("ownerReferences") or []
     if not isinstance(owners, list):
         raise ManifestError("metadata.ownerReferences", "expected a list")
-    daemon = "kubernetes.io/config.mirror" in _mapping(
+    daemon = "kubernetes.io/config.mirror" in mapping(
         meta.get("annotations"), "metadata.annotations"
     )
     workload: cluster.WorkloadRef | None = None
     for i, raw_owner in enumerate(owners):
-        owner = _mapping(raw_owner, f"metadata.ownerReferences[{i}]")
+        owner = mapping(raw_owner, f"metadata.ownerReferences[{i}]")
         if owner.get("controller") is False:
             continue
         okind, oname = owner.get("kind"), owner.get("name")
@@ -118,7 +118,7 @@ def pod_from_manifest(doc: object) -> cluster.Pod:
     if not isinstance(conditions, list):
         raise ManifestError("status.conditions", "expected a list")
     for i, raw_cond in enumerate(conditions):
-        cond = _mapping(raw_cond, f"status.conditions[{i}]")
+        cond = mapping(raw_cond, f"status.conditions[{i}]")
         if cond.get("type") == "Ready":
             ready = cond.get("status") == "True"
         elif cond.get("type") == POD_EVICTION_CONDITION and cond.get("status") == "True":
@@ -133,8 +133,8 @@ def pod_from_manifest(doc: object) -> cluster.Pod:
         start_time=_time(status.get("startTime"), "status.startTime"),
         grace_seconds=grace,
         priority=_int(spec.get("priority"), "spec.priority", 0),
-        annotations=_string_map(meta.get("annotations"), "metadata.annotations"),
-        labels=_string_map(meta.get("labels"), "metadata.labels"),
+        annotations=string_map(meta.get("annotations"), "metadata.annotations"),
+        labels=string_map(meta.get("labels"), "metadata.labels"),
         workload=workload,
         ready=ready,
         phase=phase,

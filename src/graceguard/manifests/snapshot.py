@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from graceguard.domain import cluster, intorpercent, times
+from graceguard.manifests import objects
 from graceguard.manifests.errors import ManifestError
 
 _EMPTY: Mapping[str, str] = cluster.EMPTY
@@ -115,29 +116,6 @@ def _pods(raws: list[Any]) -> tuple[cluster.Pod, ...]:
     return tuple(out)
 
 
-def _selector(raw: Any, field: str) -> cluster.LabelSelector:
-    if not isinstance(raw, Mapping):
-        raise ManifestError(field, "expected a label selector")
-    exprs = []
-    for j, e in enumerate(raw.get("matchExpressions") or []):
-        if not isinstance(e, Mapping) or e.get("operator") not in (
-            "In",
-            "NotIn",
-            "Exists",
-            "DoesNotExist",
-        ):
-            raise ManifestError(
-                f"{field}.matchExpressions[{j}].operator",
-                "expected In, NotIn, Exists or DoesNotExist",
-            )
-        exprs.append(
-            cluster.SelectorRequirement(
-                str(e.get("key")), e["operator"], tuple(e.get("values") or ())
-            )
-        )
-    return cluster.LabelSelector(raw.get("matchLabels") or _EMPTY, tuple(exprs))
-
-
 def _budget(raw: Any, i: int) -> cluster.PodDisruptionBudget:
     here = f"budgets[{i}]"
     if not isinstance(raw, Mapping):
@@ -178,7 +156,7 @@ def _budget(raw: Any, i: int) -> cluster.PodDisruptionBudget:
     return cluster.PodDisruptionBudget(
         namespace=str(raw.get("namespace", "default")),
         name=str(raw.get("name", "")),
-        selector=_selector(raw.get("selector"), f"{here}.selector"),
+        selector=objects.selector_from_manifest(raw.get("selector"), f"{here}.selector"),
         min_available=min_available,
         max_unavailable=max_unavailable,
         unhealthy_pod_eviction_policy=policy,
