@@ -1,0 +1,7 @@
+"""The service layer: carries out the engine's actions through small ports.
+
+It decides nothing itself (the engine does) and talks to nothing directly: Kubernetes, the
+ledger and log sources are reached through the protocols in ``ports``, implemented in
+``graceguard.adapters`` and wired together by the composition root (``cli/controller.py``).
+No kopf, lightkube or SQLAlchemy imports here (``.importlinter``).
+"""

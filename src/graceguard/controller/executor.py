@@ -1,0 +1,163 @@
+"""Carries out the engine's actions on the cluster, with the events DESIGN.md names.
+
+Every action is attempted on its own: a failed API call is logged and left for the next
+reconcile, which (the engine being stateless) asks for the same action again. Nothing here
+decides whether an action is right; it only words the events and chooses the API calls.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import logging
+from collections.abc import Iterable
+from typing import Protocol
+
+from graceguard.controller import ports
+from graceguard.domain import annotations as ann
+from graceguard.domain import durations, times
+from graceguard.engine import actions as act
+
+log = logging.getLogger(__name__)
+
+REFUSAL_BACKOFF = dt.timedelta(seconds=10)
+"""After the API refuses an eviction the engine planned, wait this long before asking again."""
+
+
+class EvictionRecorder(Protocol):
+    """Called before graceguard stops a pod, so its last logs and cause reach the ledger."""
+
+    async def before_eviction(self, *, action: act.Evict | act.ForceDelete) -> None: ...
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Outcome:
+    action: act.Action
+    ok: bool
+    detail: str = ""
+
+
+class Executor:
+    def __init__(
+        self,
+        *,
+        cluster: ports.ClusterWriter,
+        recorder: EvictionRecorder | None = None,
+    ) -> None:
+        self._cluster = cluster
+        self._recorder = recorder
+        self._warned: set[tuple[str, str, str]] = set()
+        self._refused: dict[str, dt.datetime] = {}
+
+    def refused_recently(self, pod: act.PodRef, now: dt.datetime) -> bool:
+        at = self._refused.get(pod.key)
+        return at is not None and now - at < REFUSAL_BACKOFF
+
+    async def run(self, actions: Iterable[act.Action], *, now: dt.datetime) -> list[Outcome]:
+        outcomes: list[Outcome] = []
+        for action in actions:
+            try:
+                detail = await self._one(action, now)
+                outcomes.append(Outcome(action, True, detail))
+            except Exception as err:
+                log.warning("action %s failed: %s", type(action).__name__, err)
+                outcomes.append(Outcome(action, False, str(err)))
+        return outcomes
+
+    async def _one(self, action: act.Action, now: dt.datetime) -> str:
+        c = self._cluster
+        match action:
+            case act.Cordon(node=node):
+                await c.cordon(node=node)
+                return "cordoned"
+            case act.PostNotice(pod=pod, notice=notice):
+                await c.set_notice(pod=pod, notice=notice)
+                await c.post_event(pod=pod, reason=notice.reason.value, message=notice.message)
+                return "noticed"
+            case act.WithdrawNotice(pod=pod):
+                await c.clear_notice(pod=pod)
+                return "withdrawn"
+            case act.MarkBlocked(pod=pod, since=since, message=message, force_at=force_at):
+                await c.patch_pod_annotations(
+                    pod=pod, changes={ann.BLOCKED_SINCE: times.format_time(since)}
+                )
+                forced = f"; it will be forced at {times.format_time(force_at)}" if force_at else ""
+                await c.post_event(
+                    pod=pod, reason="EvictionBlocked", message=f"{message}{forced}", warning=True
+                )
+                return "blocked"
+            case act.Evict(pod=pod, grace_seconds=grace, source=source):
+                if self.refused_recently(pod, now):
+                    return "backing off"
+                if self._recorder is not None:
+                    await self._recorder.before_eviction(action=action)
+                result, message = await c.evict(pod=pod, grace_seconds=grace)
+                if result is ports.EvictionResult.REFUSED:
+                    first = pod.key not in self._refused
+                    self._refused[pod.key] = now
+                    if first:
+                        await c.post_event(
+                            pod=pod,
+                            reason="EvictionBlocked",
+                            message=f"the Eviction API refused: {message}",
+                            warning=True,
+                        )
+                    return "refused"
+                self._refused.pop(pod.key, None)
+                if result is ports.EvictionResult.EVICTED:
+                    await c.post_event(
+                        pod=pod,
+                        reason="Evicted",
+                        message=f"Evicted by graceguard with its grace period of {grace}s, "
+                        f"reason: {source}",
+                    )
+                return result.value
+            case act.ForceDelete(pod=pod, grace_seconds=grace, source=source, reason=reason):
+                if self._recorder is not None:
+                    await self._recorder.before_eviction(action=action)
+                await c.post_event(
+                    pod=pod,
+                    reason="ForcedEviction",
+                    message=f"Deleted past its budget with its grace period of {grace}s "
+                    f"({durations.format_duration(dt.timedelta(seconds=grace))}), "
+                    f"reason: {source}: {reason}",
+                    warning=True,
+                )
+                deleted = await c.delete(pod=pod, grace_seconds=grace)
+                return "deleted" if deleted else "gone"
+            case act.ReportDeadlineExceeded(pod=pod, message=message):
+                await c.post_event(
+                    pod=pod, reason="DeadlineExceeded", message=message, warning=True
+                )
+                return "reported"
+            case act.ProjectProtection(pod=pod, add=add):
+                changes: dict[str, str | None] = dict(add)
+                changes[ann.PROJECTED] = ",".join(key for key, _ in add)
+                await c.patch_pod_annotations(pod=pod, changes=changes)
+                return "projected"
+            case act.RetractProtection(pod=pod, remove=remove):
+                await c.patch_pod_annotations(
+                    pod=pod, changes={key: None for key in (*remove, ann.PROJECTED)}
+                )
+                return "retracted"
+            case act.WarnAnnotation(pod=pod, warning=w):
+                key = (pod.uid or pod.key, w.annotation, w.value)
+                if key in self._warned:
+                    return "already warned"
+                self._warned.add(key)
+                await c.post_event(
+                    pod=pod,
+                    reason="InvalidAnnotation",
+                    message=f"{w.annotation}={w.value!r}: {w.problem}",
+                    warning=True,
+                )
+                return "warned"
+            case act.DrainComplete(node=node) | act.CompleteHold(node=node):
+                await c.patch_node_annotations(
+                    node=node, changes={ann.DISRUPTION_DONE_AT: times.format_time(now)}
+                )
+                return "completed"
+            case act.ExtendHold():
+                # Holds of cloud lifecycle hooks arrive with the AWS adapter; nothing holds here.
+                return "no hold to extend"
+        return "unknown action"
