@@ -1,13 +1,16 @@
 """Budgets: PodDisruptionBudgets as the Eviction API applies them, and graceguard's workload floor.
 
 The Eviction API (``pkg/registry/core/pod/storage/eviction.go``) checks a pod against the PDBs
-that select it: more than one is an error; a PDB whose status the disruption controller has not
-computed yet refuses; a healthy pod needs ``status.disruptionsAllowed > 0`` and consumes one; a
-pod that is not healthy may go when the budget is already met (``IfHealthyBudget``, the default)
-or always (``AlwaysAllow``). ``pdb_status`` computes that status as the disruption controller does,
-for the simulator. The workload floor keeps ``min-available`` of a workload's desired replicas
-Ready; its default comes from the policy (``defaultMinAvailable``) for workloads with a scale
-subresource, and a workload's own ``graceguard.io/min-available`` annotation overrides it.
+that select it: a pending, finished or terminating pod is deleted without looking at PDBs
+(``canIgnorePDB``); more than one PDB is an error; a PDB whose status the disruption controller has
+not computed yet refuses; a healthy pod needs ``status.disruptionsAllowed > 0`` and consumes one; a
+pod that is not healthy may go always (``AlwaysAllow``) or, under ``IfHealthyBudget`` (the
+default), without consuming anything when the budget is met and wants at least one pod, else only
+through ``disruptionsAllowed`` like a healthy pod. ``pdb_status`` computes that status as the
+disruption controller does (``pkg/controller/disruption``), for the simulator. The workload floor
+keeps ``min-available`` of a workload's desired replicas Ready; its default comes from the policy
+(``defaultMinAvailable``) for workloads with a scale subresource, and a workload's own
+``graceguard.io/min-available`` annotation overrides it.
 """
 
 from __future__ import annotations
@@ -28,32 +31,50 @@ def pdb_status(
 ) -> cluster.BudgetStatus:
     """The status the disruption controller writes for ``pdb`` over the pods it selects.
 
-    ``desired_replicas`` maps a workload key to its scale; with ``minAvailable`` as an integer the
-    expected count is the number of selected pods, otherwise the sum of their workloads' scales.
+    ``pods`` are every pod the selector matches, finished ones included (the controller lists them
+    all). ``desired_replicas`` maps a workload key to its scale. With ``minAvailable`` as an
+    integer the expected count is the number of selected pods; otherwise it is the sum of the
+    scales of the workloads owning them, and pods without a workload add nothing (the controller
+    warns ``UnmanagedPods``). A PDB that expects no pods allows no disruption.
     """
-    selected = [p for p in pods if not p.finished]
+    selected = list(pods)
     healthy = sum(1 for p in selected if p.healthy)
-    use_scale = pdb.max_unavailable is not None or (
+    expected = desired = 0  # neither minAvailable nor maxUnavailable: nothing computed
+    if pdb.max_unavailable is not None or (
         pdb.min_available is not None and pdb.min_available.percent
-    )
-    if use_scale:
+    ):
         workloads = {p.workload.key for p in selected if p.workload is not None}
         expected = sum(desired_replicas.get(k, 0) for k in workloads)
-        expected += sum(1 for p in selected if p.workload is None)
-    else:
-        expected = len(selected)
     if pdb.max_unavailable is not None:
         desired = max(0, expected - pdb.max_unavailable.scaled(expected))
     elif pdb.min_available is not None:
+        if not pdb.min_available.percent:
+            expected = len(selected)
         desired = pdb.min_available.scaled(expected)
-    else:
-        desired = expected  # an empty spec allows no disruption
+    allowed = healthy - desired if expected > 0 and healthy > desired else 0
     return cluster.BudgetStatus(
         current_healthy=healthy,
         desired_healthy=desired,
         expected_pods=expected,
-        disruptions_allowed=max(0, healthy - desired),
+        disruptions_allowed=allowed,
     )
+
+
+def ignores_pdbs(pod: cluster.Pod) -> bool:
+    """``canIgnorePDB``: the Eviction API deletes a pending, finished or terminating pod without
+    looking at any PDB."""
+    return pod.finished or pod.phase is cluster.PodPhase.PENDING or pod.terminating
+
+
+def _uses_budget(pod: cluster.Pod, pdb: cluster.PodDisruptionBudget) -> bool:
+    """Whether evicting ``pod`` needs (and consumes) one of ``pdb``'s disruptions."""
+    if pod.healthy:
+        return True
+    if pdb.unhealthy_pod_eviction_policy is cluster.UnhealthyPodEvictionPolicy.ALWAYS_ALLOW:
+        return False
+    # IfHealthyBudget: an unhealthy pod goes for free when the budget is met and wants a pod.
+    st = pdb.status
+    return st is None or not (st.current_healthy >= st.desired_healthy > 0)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -120,7 +141,7 @@ class Allowances:
         floor: Floor | None,
     ) -> str | None:
         """``None`` if ``pod`` may be evicted now, else the reason it is blocked."""
-        if pod.finished:
+        if ignores_pdbs(pod):
             return None
         if len(pdbs) > 1:
             names = ", ".join(sorted(p.name for p in pdbs))
@@ -129,20 +150,18 @@ class Allowances:
             pdb = pdbs[0]
             if pdb.status is None:
                 return f"PodDisruptionBudget {pdb.name} has no status yet"
-            if pod.healthy:
-                if self.pdb_allowed.get(pdb.key, pdb.status.disruptions_allowed) <= 0:
+            if (
+                _uses_budget(pod, pdb)
+                and self.pdb_allowed.get(pdb.key, pdb.status.disruptions_allowed) <= 0
+            ):
+                if not pod.healthy and pdb.status.current_healthy < pdb.status.desired_healthy:
                     return (
-                        f"PodDisruptionBudget {pdb.name} allows no disruption "
+                        f"PodDisruptionBudget {pdb.name} is not met "
                         f"({pdb.status.current_healthy} healthy, "
                         f"{pdb.status.desired_healthy} required)"
                     )
-            elif (
-                pdb.unhealthy_pod_eviction_policy
-                is cluster.UnhealthyPodEvictionPolicy.IF_HEALTHY_BUDGET
-                and pdb.status.current_healthy < pdb.status.desired_healthy
-            ):
                 return (
-                    f"PodDisruptionBudget {pdb.name} is not met "
+                    f"PodDisruptionBudget {pdb.name} allows no disruption "
                     f"({pdb.status.current_healthy} healthy, "
                     f"{pdb.status.desired_healthy} required)"
                 )
@@ -162,13 +181,14 @@ class Allowances:
         pdbs: list[cluster.PodDisruptionBudget],
         floor: Floor | None,
     ) -> None:
-        """Record that ``pod`` is being evicted (healthy pods use up one disruption)."""
-        if not pod.healthy:
+        """Record that ``pod`` is being evicted: one disruption from each PDB the eviction goes
+        through, and from the floor for a healthy pod."""
+        if ignores_pdbs(pod):
             return
         for pdb in pdbs:
-            if pdb.status is not None:
+            if pdb.status is not None and _uses_budget(pod, pdb):
                 left = self.pdb_allowed.get(pdb.key, pdb.status.disruptions_allowed)
                 self.pdb_allowed[pdb.key] = left - 1
-        if floor is not None:
+        if floor is not None and pod.healthy:
             key = floor.workload.key
             self.floor_allowed[key] = self.floor_allowed.get(key, floor.disruptions_allowed) - 1
