@@ -170,7 +170,7 @@ def policy_from_spec(
             errors.append(FieldError(here, "expected a mapping with schedule, duration, timeZone"))
             continue
         unknown = set(item) - {"schedule", "duration", "timeZone"}
-        for key in sorted(unknown):
+        for key in sorted(unknown, key=str):  # YAML keys need not be strings (1: x)
             errors.append(
                 FieldError(f"{here}.{key}", "unknown field; known: duration, schedule, timeZone")
             )
