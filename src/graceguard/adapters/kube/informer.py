@@ -1,0 +1,144 @@
+"""An informer: list, then watch from the list's resourceVersion, into a store of domain values.
+
+On any watch failure (410 Gone included) it lists again and drops what the new list no longer
+has, so deletions during the gap are not missed. Objects that cannot be read are logged and
+skipped: one malformed object never stops the watch. ``changed`` is set on every change so the
+controller can reconcile; ``on_event`` sees raw events (the ledger watches deletions through it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any, Generic, TypeVar
+
+import httpx2
+import lightkube
+from lightkube.core.exceptions import ApiError
+
+from graceguard.manifests.errors import ManifestError
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+Convert = Callable[[dict[str, Any]], T]
+RawHook = Callable[[str, dict[str, Any]], Awaitable[None]]
+
+
+def object_key(obj: dict[str, Any]) -> str:
+    meta = obj.get("metadata") or {}
+    ns = meta.get("namespace")
+    return f"{ns}/{meta.get('name')}" if ns else str(meta.get("name"))
+
+
+def resource_version(obj: dict[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("resourceVersion", ""))
+
+
+class Informer(Generic[T]):
+    def __init__(
+        self,
+        *,
+        client: lightkube.AsyncClient,
+        resource: Any,
+        convert: Convert[T],
+        changed: asyncio.Event,
+        on_event: RawHook | None = None,
+        optional: bool = False,
+        page_size: int = 500,
+    ) -> None:
+        self.name = resource.__name__
+        self._client = client
+        self._resource = resource
+        self._convert = convert
+        self._changed = changed
+        self._on_event = on_event
+        self._optional = optional
+        self._page_size = page_size
+        self.store: dict[str, T] = {}
+        self.versions: dict[str, str] = {}
+        self.synced = asyncio.Event()
+        self.available = True
+        """False when the resource does not exist on the server (an optional CRD)."""
+
+    async def run(self) -> None:
+        backoff = 0.5
+        while True:
+            try:
+                rv = await self._relist()
+                backoff = 0.5
+                await self._watch(rv)
+            except asyncio.CancelledError:
+                raise
+            except ApiError as err:
+                if err.status.code == 404 and self._optional:
+                    self.available = False
+                    self.synced.set()
+                    await asyncio.sleep(30)
+                    continue
+                if err.status.code != 410:
+                    log.warning("%s informer: %s; listing again", self.name, err)
+                    await asyncio.sleep(backoff)
+                    backoff = min(backoff * 2, 30)
+            except (httpx2.HTTPError, OSError, ValueError) as err:
+                log.warning("%s informer: %s; listing again in %.1fs", self.name, err, backoff)
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 30)
+
+    async def _relist(self) -> str:
+        generic = self._client._client
+        request = generic.prepare_request(
+            "list",
+            res=self._resource,
+            namespace=lightkube.ALL_NS,
+            params={"limit": self._page_size},
+        )
+        seen: set[str] = set()
+        rv = ""
+        more = True
+        while more:
+            response = await generic.send(  # type: ignore[no-untyped-call]
+                generic.build_adapter_request(request)
+            )
+            more, page_rv, items = generic.handle_response("list", response, request)
+            rv = page_rv or rv
+            for obj in items:
+                raw = dict(obj)
+                key = object_key(raw)
+                seen.add(key)
+                await self._apply("ADDED", raw, key, relist=True)
+        for key in set(self.store) - seen:
+            self.store.pop(key, None)
+            self.versions.pop(key, None)
+            self._changed.set()
+        self.available = True
+        self.synced.set()
+        return rv
+
+    async def _watch(self, rv: str) -> None:
+        async for event_type, obj in self._client.watch(
+            self._resource, namespace=lightkube.ALL_NS, resource_version=rv
+        ):
+            raw = dict(obj)
+            await self._apply(event_type, raw, object_key(raw), relist=False)
+
+    async def _apply(self, event_type: str, raw: dict[str, Any], key: str, *, relist: bool) -> None:
+        if self._on_event is not None and not relist:
+            try:
+                await self._on_event(event_type, raw)
+            except Exception:  # an observer's failure must not stop the watch
+                log.exception("%s informer: event hook failed for %s", self.name, key)
+        if event_type == "DELETED":
+            if self.store.pop(key, None) is not None:
+                self.versions.pop(key, None)
+                self._changed.set()
+            return
+        try:
+            value = self._convert(raw)
+        except ManifestError as err:
+            log.warning("%s %s cannot be read and is skipped: %s", self.name, key, err)
+            return
+        self.store[key] = value
+        self.versions[key] = resource_version(raw)
+        self._changed.set()

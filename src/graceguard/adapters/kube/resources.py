@@ -1,0 +1,21 @@
+"""The API resources graceguard reads, as lightkube generic resources (their objects are plain
+dicts, which the pure readers in ``graceguard.manifests`` take as they are)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lightkube.generic_resource import create_global_resource, create_namespaced_resource
+
+Pod: Any = create_namespaced_resource("", "v1", "Pod", "pods")
+Node: Any = create_global_resource("", "v1", "Node", "nodes")
+Event: Any = create_namespaced_resource("", "v1", "Event", "events")
+PodDisruptionBudget: Any = create_namespaced_resource(
+    "policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets"
+)
+Deployment: Any = create_namespaced_resource("apps", "v1", "Deployment", "deployments")
+StatefulSet: Any = create_namespaced_resource("apps", "v1", "StatefulSet", "statefulsets")
+ReplicaSet: Any = create_namespaced_resource("apps", "v1", "ReplicaSet", "replicasets")
+DisruptionPolicy: Any = create_global_resource(
+    "graceguard.io", "v1alpha1", "DisruptionPolicy", "disruptionpolicies"
+)

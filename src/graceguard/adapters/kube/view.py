@@ -1,0 +1,212 @@
+"""The cluster as graceguard sees it: informers on pods, nodes, budgets, workloads and the
+DisruptionPolicy, assembled into the engine's ``Snapshot``, the open requests and the policy.
+
+Pods are stored compactly: only the annotations graceguard reads or writes are kept, and label
+strings are interned (many pods share them).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import sys
+from collections.abc import Iterable
+from typing import Any
+
+import lightkube
+
+from graceguard.adapters.kube import resources
+from graceguard.adapters.kube.informer import Informer
+from graceguard.domain import annotations as ann
+from graceguard.domain import cluster, disruption, policy
+from graceguard.manifests import objects, pods, requests
+from graceguard.manifests.errors import ManifestError
+
+log = logging.getLogger(__name__)
+
+KEPT_ANNOTATIONS = ann.WATCHED | {ann.EVICTION_AT, ann.EVICTION_REASON, ann.BLOCKED_SINCE}
+POLICY_NAME = "default"
+
+
+def _intern_map(values: dict[str, str]) -> dict[str, str]:
+    return {sys.intern(k): sys.intern(v) for k, v in values.items()}
+
+
+def compact_pod(raw: dict[str, Any]) -> cluster.Pod:
+    pod = pods.pod_from_manifest(raw)
+    kept = {k: v for k, v in pod.annotations.items() if k in KEPT_ANNOTATIONS}
+    return dataclasses.replace(
+        pod,
+        namespace=sys.intern(pod.namespace),
+        node=sys.intern(pod.node) if pod.node else None,
+        annotations=kept or cluster.EMPTY,
+        labels=_intern_map(dict(pod.labels)) or cluster.EMPTY,
+    )
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class NodeEntry:
+    node: cluster.Node
+    request: disruption.DisruptionRequest | None
+    problem: str | None
+
+
+def node_entry(raw: dict[str, Any]) -> NodeEntry:
+    node = objects.node_from_manifest(raw)
+    meta = raw.get("metadata") or {}
+    annotations = meta.get("annotations") or {}
+    try:
+        return NodeEntry(node, requests.request_from_node(node.name, annotations), None)
+    except ManifestError as err:
+        return NodeEntry(node, None, str(err))
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ReplicaSetEntry:
+    workload: cluster.Workload
+    owner: cluster.WorkloadRef | None
+
+
+def replica_set_entry(raw: dict[str, Any]) -> ReplicaSetEntry:
+    return ReplicaSetEntry(
+        objects.workload_from_manifest(raw, kind="ReplicaSet"), objects.workload_owner(raw)
+    )
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PolicyEntry:
+    name: str
+    generation: int
+    policy: policy.Policy | None
+    problem: str | None
+
+
+def policy_entry(raw: dict[str, Any]) -> PolicyEntry:
+    meta = raw.get("metadata") or {}
+    name, generation = str(meta.get("name", "")), int(meta.get("generation", 0) or 0)
+    try:
+        return PolicyEntry(name, generation, policy.policy_from_manifest(raw), None)
+    except policy.PolicyError as err:
+        return PolicyEntry(name, generation, None, str(err))
+
+
+class ClusterView:
+    def __init__(self, client: lightkube.AsyncClient, *, on_pod_event: Any = None) -> None:
+        self.changed = asyncio.Event()
+        self.pods = Informer(
+            client=client,
+            resource=resources.Pod,
+            convert=compact_pod,
+            changed=self.changed,
+            on_event=on_pod_event,
+        )
+        self.nodes = Informer(
+            client=client, resource=resources.Node, convert=node_entry, changed=self.changed
+        )
+        self.budgets = Informer(
+            client=client,
+            resource=resources.PodDisruptionBudget,
+            convert=objects.budget_from_manifest,
+            changed=self.changed,
+        )
+        self.deployments = Informer(
+            client=client,
+            resource=resources.Deployment,
+            convert=lambda raw: objects.workload_from_manifest(raw, kind="Deployment"),
+            changed=self.changed,
+        )
+        self.statefulsets = Informer(
+            client=client,
+            resource=resources.StatefulSet,
+            convert=lambda raw: objects.workload_from_manifest(raw, kind="StatefulSet"),
+            changed=self.changed,
+        )
+        self.replicasets = Informer(
+            client=client,
+            resource=resources.ReplicaSet,
+            convert=replica_set_entry,
+            changed=self.changed,
+        )
+        self.policies = Informer(
+            client=client,
+            resource=resources.DisruptionPolicy,
+            convert=policy_entry,
+            changed=self.changed,
+            optional=True,
+        )
+        self._accepted: policy.Policy | None = None
+
+    @property
+    def informers(self) -> tuple[Informer[Any], ...]:
+        return (
+            self.pods,
+            self.nodes,
+            self.budgets,
+            self.deployments,
+            self.statefulsets,
+            self.replicasets,
+            self.policies,
+        )
+
+    async def wait_synced(self) -> None:
+        await asyncio.gather(*(i.synced.wait() for i in self.informers))
+
+    def snapshot(self) -> cluster.Snapshot:
+        owners = {
+            e.workload.ref.key: e.owner
+            for e in self.replicasets.store.values()
+            if e.owner is not None
+        }
+        pod_list: list[cluster.Pod] = []
+        for pod in self.pods.store.values():
+            w = pod.workload
+            if w is not None and w.kind == "ReplicaSet":
+                owner = owners.get(w.key)
+                if owner is not None:
+                    pod = dataclasses.replace(pod, workload=owner)  # noqa: PLW2901
+            pod_list.append(pod)
+        workloads = [
+            *self.deployments.store.values(),
+            *self.statefulsets.store.values(),
+            *(e.workload for e in self.replicasets.store.values() if e.owner is None),
+        ]
+        return cluster.Snapshot(
+            nodes=tuple(e.node for e in self.nodes.store.values()),
+            pods=tuple(pod_list),
+            budgets=tuple(self.budgets.store.values()),
+            workloads=tuple(workloads),
+        )
+
+    def requests(self) -> list[disruption.DisruptionRequest]:
+        return [e.request for e in self.nodes.store.values() if e.request is not None]
+
+    def policy(self) -> tuple[policy.Policy, PolicyEntry | None]:
+        """The policy in force and the ``default`` object it came from (``None``: built-in)."""
+        entry = self.policies.store.get(POLICY_NAME)
+        if entry is not None and entry.policy is not None:
+            self._accepted = entry.policy
+        return (self._accepted or policy.DEFAULT), entry
+
+    def versions(self, keys: Iterable[str]) -> dict[str, str]:
+        """Current resourceVersions of ``pod:ns/name`` / ``node:name`` keys."""
+        return {key: self._current(key) or "" for key in keys}
+
+    async def settle(self, before: dict[str, str], *, timeout: float = 5.0) -> bool:
+        """Wait until every object in ``before`` shows a newer version (or is gone): the cache
+        then reflects graceguard's own writes. ``False`` if that took longer than ``timeout``."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while True:
+            pending = [key for key, rv in before.items() if self._current(key) == rv]
+            if not pending:
+                return True
+            if loop.time() >= deadline:
+                log.warning("cache did not observe %d writes within %.0fs", len(pending), timeout)
+                return False
+            await asyncio.sleep(0.05)
+
+    def _current(self, key: str) -> str | None:
+        kind, _, name = key.partition(":")
+        store = self.pods.versions if kind == "pod" else self.nodes.versions
+        return store.get(name)

@@ -1,0 +1,149 @@
+"""``ClusterWriter`` on the Kubernetes API through lightkube.
+
+Notices: the ``PodEviction`` condition goes through the status subresource (strategic merge on
+``conditions``, keyed by ``type``), the annotations through a JSON merge patch. Events are core
+``v1`` Events reported by ``graceguard``. Evictions use the Eviction subresource with the pod's own
+grace period; 429 means a budget or a webhook refused.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import os
+import typing
+from collections.abc import Mapping
+from typing import Any
+
+import lightkube
+from lightkube.core.exceptions import ApiError
+from lightkube.models.meta_v1 import DeleteOptions, ObjectMeta
+from lightkube.resources.core_v1 import Event, Node, Pod
+from lightkube.types import PatchType
+
+from graceguard.controller import ports
+from graceguard.domain import annotations as ann
+from graceguard.domain import notices, times
+from graceguard.engine import actions as act
+
+log = logging.getLogger(__name__)
+
+CONDITION = "PodEviction"
+COMPONENT = "graceguard"
+
+
+class LightkubeWriter:
+    def __init__(self, client: lightkube.AsyncClient, *, instance: str | None = None) -> None:
+        self._client = client
+        self._instance = instance or os.environ.get("POD_NAME", "graceguard")
+
+    async def post_event(
+        self, *, pod: act.PodRef, reason: str, message: str, warning: bool = False
+    ) -> None:
+        now = dt.datetime.now(dt.UTC)
+        body = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"generateName": f"{pod.name}.", "namespace": pod.namespace},
+            "involvedObject": {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "namespace": pod.namespace,
+                "name": pod.name,
+                **({"uid": pod.uid} if pod.uid else {}),
+            },
+            "reason": reason,
+            "message": message[:1024],
+            "type": "Warning" if warning else "Normal",
+            "source": {"component": COMPONENT},
+            "reportingComponent": "graceguard.io/controller",
+            "reportingInstance": self._instance,
+            "firstTimestamp": times.format_time(now.replace(microsecond=0)),
+            "lastTimestamp": times.format_time(now.replace(microsecond=0)),
+            "count": 1,
+        }
+        await self._client.create(typing.cast(Event, Event.from_dict(body)))
+
+    async def set_notice(self, *, pod: act.PodRef, notice: notices.Notice) -> None:
+        condition = {
+            "type": CONDITION,
+            "status": "True",
+            "reason": notice.reason.value,
+            "message": notice.message,
+            "lastTransitionTime": times.format_time(notice.at.replace(microsecond=0)),
+        }
+        await self._client.patch(
+            Pod.Status,
+            pod.name,
+            {"status": {"conditions": [condition]}},
+            namespace=pod.namespace,
+            patch_type=PatchType.STRATEGIC,
+        )
+        await self.patch_pod_annotations(
+            pod=pod,
+            changes={
+                ann.EVICTION_AT: times.format_time(notice.eviction_at),
+                ann.EVICTION_REASON: notice.source,
+            },
+        )
+
+    async def clear_notice(self, *, pod: act.PodRef) -> None:
+        await self._client.patch(
+            Pod.Status,
+            pod.name,
+            {"status": {"conditions": [{"type": CONDITION, "$patch": "delete"}]}},
+            namespace=pod.namespace,
+            patch_type=PatchType.STRATEGIC,
+        )
+        await self.patch_pod_annotations(
+            pod=pod,
+            changes={ann.EVICTION_AT: None, ann.EVICTION_REASON: None, ann.BLOCKED_SINCE: None},
+        )
+
+    async def patch_pod_annotations(
+        self, *, pod: act.PodRef, changes: Mapping[str, str | None]
+    ) -> None:
+        await self._client.patch(
+            Pod,
+            pod.name,
+            {"metadata": {"annotations": dict(changes)}},
+            namespace=pod.namespace,
+            patch_type=PatchType.MERGE,
+        )
+
+    async def evict(
+        self, *, pod: act.PodRef, grace_seconds: int
+    ) -> tuple[ports.EvictionResult, str]:
+        eviction = Pod.Eviction(
+            metadata=ObjectMeta(name=pod.name, namespace=pod.namespace),
+            deleteOptions=DeleteOptions(gracePeriodSeconds=grace_seconds),
+        )
+        try:
+            await self._client.create(eviction, name=pod.name, namespace=pod.namespace)
+        except ApiError as err:
+            if err.status.code == 429:
+                return ports.EvictionResult.REFUSED, str(err.status.message)
+            if err.status.code == 404:
+                return ports.EvictionResult.GONE, str(err.status.message)
+            raise
+        return ports.EvictionResult.EVICTED, ""
+
+    async def delete(self, *, pod: act.PodRef, grace_seconds: int) -> bool:
+        try:
+            await self._client.delete(
+                Pod, pod.name, namespace=pod.namespace, grace_period=grace_seconds
+            )
+        except ApiError as err:
+            if err.status.code == 404:
+                return False
+            raise
+        return True
+
+    async def cordon(self, *, node: str) -> None:
+        await self._client.patch(
+            Node, node, {"spec": {"unschedulable": True}}, patch_type=PatchType.MERGE
+        )
+
+    async def patch_node_annotations(self, *, node: str, changes: Mapping[str, str | None]) -> None:
+        body: dict[str, Any] = {"metadata": {"annotations": dict(changes)}}
+        await self._client.patch(Node, node, body, patch_type=PatchType.MERGE)

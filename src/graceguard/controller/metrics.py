@@ -1,0 +1,63 @@
+"""Prometheus metrics of the controller (served on ``/metrics`` by the composition root)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import prometheus_client as prom
+
+from graceguard.engine import actions as act
+from graceguard.engine import reconciler
+
+if TYPE_CHECKING:
+    from graceguard.controller.executor import Outcome
+
+REGISTRY = prom.CollectorRegistry()
+
+PROTECTED = prom.Gauge(
+    "graceguard_protected_pods", "Pods protected from voluntary disruption now.", registry=REGISTRY
+)
+OPEN_DISRUPTIONS = prom.Gauge(
+    "graceguard_open_disruptions", "Disruption requests being worked on.", registry=REGISTRY
+)
+EVICTIONS = prom.Counter(
+    "graceguard_evictions",
+    "Evictions and forced deletions graceguard carried out, by reason and outcome.",
+    ["reason", "outcome"],
+    registry=REGISTRY,
+)
+PREMATURE = prom.Counter(
+    "graceguard_premature_terminations",
+    "Pods terminated before their protection ended, by initiator.",
+    ["initiator"],
+    registry=REGISTRY,
+)
+NOTICE_LEAD = prom.Histogram(
+    "graceguard_notice_lead_seconds",
+    "Time from a pod's ScheduledEviction notice to its eviction.",
+    buckets=(0, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200),
+    registry=REGISTRY,
+)
+ROUNDS = prom.Counter("graceguard_reconcile_rounds", "Reconcile rounds run.", registry=REGISTRY)
+
+
+def observe_round(
+    *,
+    result: reconciler.Reconciliation,
+    outcomes: Sequence[Outcome],
+    open_requests: int,
+    now: dt.datetime,
+) -> None:
+    ROUNDS.inc()
+    PROTECTED.set(result.protected_pods)
+    OPEN_DISRUPTIONS.set(open_requests)
+    scheduled = {p.pod.key: p.scheduled_notice_at for p in result.plans}
+    for o in outcomes:
+        if isinstance(o.action, act.Evict | act.ForceDelete):
+            reason = "forced" if isinstance(o.action, act.ForceDelete) else o.action.source
+            EVICTIONS.labels(reason=reason, outcome=o.detail if o.ok else "error").inc()
+            noticed = scheduled.get(o.action.pod.key)
+            if o.ok and noticed is not None and o.detail in ("evicted", "deleted"):
+                NOTICE_LEAD.observe(max(0.0, (now - noticed).total_seconds()))
