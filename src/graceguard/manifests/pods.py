@@ -104,7 +104,13 @@ def pod_from_manifest(doc: object) -> cluster.Pod:
         deletion_grace = _int(
             meta.get("deletionGracePeriodSeconds"), "metadata.deletionGracePeriodSeconds", grace
         )
-        deleting_since = deletion - dt.timedelta(seconds=deletion_grace)
+        try:
+            deleting_since = deletion - dt.timedelta(seconds=deletion_grace)
+        except OverflowError:
+            raise ManifestError(
+                "metadata.deletionGracePeriodSeconds",
+                f"{deletion_grace} seconds before the deletionTimestamp is not a time",
+            ) from None
 
     phase_raw = status.get("phase", "Running")
     try:
