@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 from graceguard.domain import notices
@@ -50,3 +50,19 @@ class ClusterWriter(Protocol):
 
     async def patch_node_annotations(self, *, node: str, changes: Mapping[str, str | None]) -> None:
         """Set (or, with ``None``, remove) node annotations."""
+
+
+class NoLogs(Exception):  # noqa: N818 - an answer ("there are no logs"), not a caller's error
+    """The log source has no logs for this container; the message says why (a kwok node has no
+    kubelet to serve them, the pod is gone, the container never started)."""
+
+
+class LogSource(Protocol):
+    """Where container logs come from (``pods/log`` of the Kubernetes API in production)."""
+
+    async def last_lines(self, *, pod: act.PodRef, container: str, lines: int) -> Sequence[str]:
+        """The last ``lines`` lines of ``container``'s log, oldest first.
+
+        Raise ``NoLogs`` when there are none to get. Any other exception, or taking too long,
+        becomes a "no logs available" status in ``controller.logs.capture_last_logs``.
+        """

@@ -1,0 +1,11 @@
+"""The termination ledger on SQL: SQLite by default, PostgreSQL by URL for several replicas.
+
+``schema`` holds the tables, ``urls`` reads ledger URLs, ``store.Ledger`` is the one async API
+(``record``, ``query``, ``claim``, ``actions_for``, ``evictions_for``, the disruptions). Records
+are the values of ``graceguard.domain.termination`` and ``graceguard.domain.ledger``.
+"""
+
+from graceguard.adapters.ledger.store import Ledger
+from graceguard.adapters.ledger.urls import DEFAULT_URL, ENV, LedgerError, default_url
+
+__all__ = ["DEFAULT_URL", "ENV", "Ledger", "LedgerError", "default_url"]

@@ -1,0 +1,111 @@
+"""The ledger's tables, the same on SQLite and PostgreSQL.
+
+``schema_version`` holds one row per applied version, so a later release can migrate forward and an
+older one refuses a newer ledger instead of misreading it. Instants are stored in UTC: as
+``timestamp with time zone`` on PostgreSQL, as naive UTC text on SQLite (``UTCDateTime`` converts
+both ways and refuses naive datetimes).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import sqlalchemy as sa
+
+SCHEMA_VERSION = 1
+"""The version this code writes and reads."""
+
+metadata = sa.MetaData()
+
+
+class UTCDateTime(sa.types.TypeDecorator[dt.datetime]):
+    """An aware ``datetime`` in, an aware UTC ``datetime`` out, on every dialect."""
+
+    impl = sa.DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: dt.datetime | None, dialect: sa.Dialect) -> Any:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError(f"naive datetime {value!r}: the ledger stores aware instants only")
+        utc = value.astimezone(dt.UTC)
+        return utc.replace(tzinfo=None) if dialect.name == "sqlite" else utc
+
+    def process_result_value(self, value: Any, dialect: sa.Dialect) -> dt.datetime | None:
+        if value is None:
+            return None
+        assert isinstance(value, dt.datetime)
+        if value.tzinfo is None:
+            return value.replace(tzinfo=dt.UTC)
+        return value.astimezone(dt.UTC)
+
+
+_ID = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
+"""SQLite autoincrements only an ``INTEGER PRIMARY KEY``."""
+
+schema_version = sa.Table(
+    "schema_version",
+    metadata,
+    sa.Column("version", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("applied_at", UTCDateTime, nullable=False),
+)
+
+terminations = sa.Table(
+    "terminations",
+    metadata,
+    sa.Column("id", _ID, primary_key=True, autoincrement=True),
+    sa.Column("namespace", sa.String, nullable=False),
+    sa.Column("pod", sa.String, nullable=False),
+    sa.Column("uid", sa.String, nullable=False),
+    sa.Column("node", sa.String),
+    sa.Column("initiator", sa.String, nullable=False),
+    sa.Column("cause", sa.String, nullable=False),
+    sa.Column("request_id", sa.String),
+    sa.Column("requested_grace_seconds", sa.BigInteger),
+    sa.Column("given_grace_seconds", sa.BigInteger),
+    sa.Column("protected_until", UTCDateTime),
+    sa.Column("started_at", UTCDateTime, nullable=False),
+    sa.Column("recorded_at", UTCDateTime, nullable=False),
+    sa.Column("premature", sa.Boolean, nullable=False),
+    sa.Column("premature_reason", sa.Text, nullable=False),
+    sa.Column("forced", sa.Boolean, nullable=False),
+    sa.Column("message", sa.Text, nullable=False),
+    sa.Column("log_lines", sa.JSON, nullable=False),
+    sa.Column("log_status", sa.Text, nullable=False),
+    sa.UniqueConstraint("uid", "started_at", name="uq_terminations_uid_started_at"),
+    sa.Index("ix_terminations_namespace_pod", "namespace", "pod"),
+    sa.Index("ix_terminations_started_at", "started_at"),
+)
+
+actions = sa.Table(
+    "actions",
+    metadata,
+    sa.Column("id", _ID, primary_key=True, autoincrement=True),
+    sa.Column("namespace", sa.String, nullable=False),
+    sa.Column("pod", sa.String, nullable=False),
+    sa.Column("uid", sa.String, nullable=False),
+    sa.Column("kind", sa.String, nullable=False),
+    sa.Column("request_id", sa.String, nullable=False),
+    sa.Column("source", sa.String, nullable=False),
+    sa.Column("at", UTCDateTime, nullable=False),
+    sa.Column("grace_seconds", sa.BigInteger),
+    sa.Column("message", sa.Text, nullable=False),
+    sa.Column("log_lines", sa.JSON, nullable=False),
+    sa.Column("log_status", sa.Text, nullable=False),
+    sa.UniqueConstraint("uid", "kind", "request_id", name="uq_actions_uid_kind_request"),
+)
+
+disruptions = sa.Table(
+    "disruptions",
+    metadata,
+    sa.Column("request_id", sa.String, primary_key=True),
+    sa.Column("node", sa.String, nullable=False),
+    sa.Column("source", sa.String, nullable=False),
+    sa.Column("disruption_class", sa.String, nullable=False),
+    sa.Column("opened_at", UTCDateTime, nullable=False),
+    sa.Column("closed_at", UTCDateTime),
+    sa.Column("outcome", sa.String),
+    sa.Index("ix_disruptions_node", "node"),
+)
