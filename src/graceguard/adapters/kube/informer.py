@@ -86,6 +86,15 @@ class Informer(Generic[T]):
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 30)
 
+    async def list_once(self) -> None:
+        """Fill the store from one list, without watching (for one-shot commands)."""
+        try:
+            await self._relist()
+        except ApiError as err:
+            if not (err.status.code == 404 and self._optional):
+                raise
+            self.available = False
+
     async def _relist(self) -> str:
         generic = self._client._client
         request = generic.prepare_request(

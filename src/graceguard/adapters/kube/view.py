@@ -149,6 +149,10 @@ class ClusterView:
             self.policies,
         )
 
+    async def load_once(self) -> None:
+        """List every resource once (for one-shot commands such as ``plan``)."""
+        await asyncio.gather(*(i.list_once() for i in self.informers))
+
     async def wait_synced(self) -> None:
         await asyncio.gather(*(i.synced.wait() for i in self.informers))
 
