@@ -1,0 +1,259 @@
+"""The service layer against fake ports: the executor's API calls and events, and the loop's
+promise that a notice or an eviction is never sent twice.
+
+The fake cluster applies each write to an in-memory snapshot with ``sim.effects`` (the same model
+of Kubernetes' response the simulator uses), standing in for the informers' cache.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import datetime as dt
+from collections.abc import Mapping
+
+from graceguard.controller import executor, loop, ports
+from graceguard.domain import annotations as ann
+from graceguard.domain import cluster, disruption, notices, policy
+from graceguard.engine import actions as act
+from graceguard.sim import effects
+
+NOW = dt.datetime(2026, 11, 21, 2, 0, tzinfo=dt.UTC)
+
+
+class FakeCluster:
+    """A ``ClusterWriter`` that records calls and applies them to a snapshot."""
+
+    def __init__(self, snapshot: cluster.Snapshot) -> None:
+        self.snapshot = snapshot
+        self.events: list[tuple[str, str, str]] = []
+        self.evictions: list[tuple[str, int]] = []
+        self.deletions: list[str] = []
+        self.refuse_evictions = False
+        self.clock = NOW
+
+    def _apply(self, *actions: act.Action) -> None:
+        self.snapshot = effects.apply(self.snapshot, actions, self.clock)
+
+    async def post_event(
+        self, *, pod: act.PodRef, reason: str, message: str, warning: bool = False
+    ) -> None:
+        self.events.append((pod.key, reason, message))
+
+    async def set_notice(self, *, pod: act.PodRef, notice: notices.Notice) -> None:
+        self._apply(act.PostNotice(pod, notice, "r"))
+
+    async def clear_notice(self, *, pod: act.PodRef) -> None:
+        self._apply(act.WithdrawNotice(pod))
+
+    async def patch_pod_annotations(
+        self, *, pod: act.PodRef, changes: Mapping[str, str | None]
+    ) -> None:
+        pods = []
+        for p in self.snapshot.pods:
+            if p.key == pod.key:
+                merged = {**p.annotations, **{k: v for k, v in changes.items() if v is not None}}
+                for k, v in changes.items():
+                    if v is None:
+                        merged.pop(k, None)
+                p = dataclasses.replace(p, annotations=merged)  # noqa: PLW2901
+            pods.append(p)
+        self.snapshot = dataclasses.replace(self.snapshot, pods=tuple(pods))
+
+    async def evict(
+        self, *, pod: act.PodRef, grace_seconds: int
+    ) -> tuple[ports.EvictionResult, str]:
+        if self.refuse_evictions:
+            return ports.EvictionResult.REFUSED, "Cannot evict pod as it would violate the budget"
+        self.evictions.append((pod.key, grace_seconds))
+        self._apply(act.Evict(pod, grace_seconds, "test", "r"))
+        return ports.EvictionResult.EVICTED, ""
+
+    async def delete(self, *, pod: act.PodRef, grace_seconds: int) -> bool:
+        self.deletions.append(pod.key)
+        return True
+
+    async def cordon(self, *, node: str) -> None:
+        self._apply(act.Cordon(node, "r"))
+
+    async def patch_node_annotations(self, *, node: str, changes: Mapping[str, str | None]) -> None:
+        return None
+
+
+class FakeView:
+    def __init__(self, fake: FakeCluster, requests: list[disruption.DisruptionRequest]) -> None:
+        self.fake = fake
+        self._requests = requests
+        self.changed = asyncio.Event()
+
+    async def wait_synced(self) -> None:
+        return None
+
+    def snapshot(self) -> cluster.Snapshot:
+        return self.fake.snapshot
+
+    def requests(self) -> list[disruption.DisruptionRequest]:
+        return self._requests
+
+    def policy(self) -> tuple[policy.Policy, object]:
+        return policy.DEFAULT, None
+
+    def versions(self, keys: list[str]) -> dict[str, str]:
+        return dict.fromkeys(keys, "1")
+
+    async def settle(self, before: dict[str, str], *, timeout: float = 5.0) -> bool:
+        return True
+
+
+class Leader:
+    changed = asyncio.Event()
+    is_leader = True
+
+
+def _world() -> tuple[FakeCluster, list[disruption.DisruptionRequest]]:
+    pods = (
+        cluster.Pod(
+            "ml",
+            "train",
+            node="n1",
+            start_time=NOW - dt.timedelta(hours=1),
+            grace_seconds=600,
+            annotations={ann.MIN_RUNTIME: "3h"},
+        ),
+        cluster.Pod("web", "api", node="n1", start_time=NOW - dt.timedelta(hours=1)),
+    )
+    snap = cluster.Snapshot(nodes=(cluster.Node("n1"),), pods=pods)
+    request = disruption.DisruptionRequest(
+        "n1@x", "n1", "drain", disruption.DisruptionClass.VOLUNTARY, NOW
+    )
+    return FakeCluster(snap), [request]
+
+
+def _controller(fake: FakeCluster, requests: list[disruption.DisruptionRequest]) -> loop.Controller:
+    return loop.Controller(
+        view=FakeView(fake, requests),
+        leadership=Leader(),
+        executor=executor.Executor(cluster=fake),
+        clock=lambda: fake.clock,
+    )
+
+
+def test_notices_are_posted_once_across_rounds() -> None:
+    fake, requests = _world()
+    controller = _controller(fake, requests)
+
+    async def rounds() -> None:
+        for minutes in (0, 0, 1, 5):
+            fake.clock = NOW + dt.timedelta(minutes=minutes)
+            await controller.reconcile_once()
+
+    asyncio.run(rounds())
+    reasons = [(pod, reason) for pod, reason, _ in fake.events]
+    assert reasons.count(("ml/train", "ProposedEviction")) == 1
+    assert reasons.count(("web/api", "ProposedEviction")) == 1
+    assert reasons.count(("web/api", "ScheduledEviction")) == 1
+    assert ("ml/train", "ScheduledEviction") not in reasons
+    assert fake.evictions == []
+
+
+def test_eviction_after_notice_lead_with_own_grace_and_only_once() -> None:
+    fake, requests = _world()
+    controller = _controller(fake, requests)
+
+    async def rounds() -> None:
+        for minutes in (0, 10, 10, 11):
+            fake.clock = NOW + dt.timedelta(minutes=minutes)
+            await controller.reconcile_once()
+
+    asyncio.run(rounds())
+    assert fake.evictions == [("web/api", 30)]
+    evicted = [m for pod, reason, m in fake.events if reason == "Evicted"]
+    assert evicted == ["Evicted by graceguard with its grace period of 30s, reason: drain"]
+
+
+def test_protected_pod_waits_for_min_runtime_then_goes_with_full_grace() -> None:
+    fake, requests = _world()
+    controller = _controller(fake, requests)
+
+    async def rounds() -> None:
+        # min-runtime 3h from 01:00 -> 04:00; notice at 03:50.
+        for at in ("02:00", "03:49", "03:50", "03:59", "04:00"):
+            hours, minutes = map(int, at.split(":"))
+            fake.clock = NOW.replace(hour=hours, minute=minutes)
+            await controller.reconcile_once()
+
+    asyncio.run(rounds())
+    assert ("ml/train", 600) in fake.evictions
+    scheduled = [
+        m for pod, reason, m in fake.events if pod == "ml/train" and reason == "ScheduledEviction"
+    ]
+    assert scheduled == [
+        "The pod will be evicted after 10m0s at 2026-11-21T04:00:00Z, reason: drain"
+    ]
+
+
+def test_refused_eviction_reports_once_and_backs_off() -> None:
+    fake, requests = _world()
+    fake.refuse_evictions = True
+    controller = _controller(fake, requests)
+
+    async def rounds() -> None:
+        for seconds in (0, 600, 601, 602, 620):
+            fake.clock = NOW + dt.timedelta(seconds=seconds)
+            await controller.reconcile_once()
+
+    asyncio.run(rounds())
+    blocked = [
+        m for pod, reason, m in fake.events if pod == "web/api" and reason == "EvictionBlocked"
+    ]
+    assert blocked == ["the Eviction API refused: Cannot evict pod as it would violate the budget"]
+
+
+def test_invalid_annotation_warned_once() -> None:
+    fake, requests = _world()
+    fake.snapshot = dataclasses.replace(
+        fake.snapshot,
+        pods=(
+            cluster.Pod(
+                "a", "b", node="n2", start_time=NOW, annotations={ann.MIN_RUNTIME: "forever"}
+            ),
+        ),
+    )
+    controller = _controller(fake, [])
+
+    async def rounds() -> None:
+        for _ in range(3):
+            await controller.reconcile_once()
+
+    asyncio.run(rounds())
+    warnings = [m for _pod, reason, m in fake.events if reason == "InvalidAnnotation"]
+    assert len(warnings) == 1
+    assert warnings[0].startswith("graceguard.io/min-runtime='forever': expected a duration")
+
+
+def test_projection_adds_only_missing_keys_and_removes_only_its_own() -> None:
+    fake, _requests = _world()
+    user_set = cluster.Pod(
+        "ml",
+        "eval",
+        node="n2",
+        start_time=NOW,
+        annotations={ann.MIN_RUNTIME: "30m", ann.KARPENTER_DO_NOT_DISRUPT: "false"},
+    )
+    fake.snapshot = dataclasses.replace(fake.snapshot, pods=(user_set,))
+    controller = _controller(fake, [])
+
+    async def at(minutes: int) -> None:
+        fake.clock = NOW + dt.timedelta(minutes=minutes)
+        await controller.reconcile_once()
+
+    asyncio.run(at(0))
+    (pod,) = fake.snapshot.pods
+    assert pod.annotations[ann.CA_SAFE_TO_EVICT] == "false"
+    assert pod.annotations[ann.KARPENTER_DO_NOT_DISRUPT] == "false"  # the user's value stays
+    assert pod.annotations[ann.PROJECTED] == ann.CA_SAFE_TO_EVICT
+    asyncio.run(at(31))
+    (pod,) = fake.snapshot.pods
+    assert ann.CA_SAFE_TO_EVICT not in pod.annotations
+    assert ann.PROJECTED not in pod.annotations
+    assert pod.annotations[ann.KARPENTER_DO_NOT_DISRUPT] == "false"
