@@ -210,7 +210,7 @@ def test_refused_eviction_reports_once_and_backs_off() -> None:
 
 
 def test_invalid_annotation_warned_once() -> None:
-    fake, requests = _world()
+    fake, _requests = _world()
     fake.snapshot = dataclasses.replace(
         fake.snapshot,
         pods=(
