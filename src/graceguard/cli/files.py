@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pathlib
+import re
 from typing import Any
 
 import typer
@@ -50,7 +51,17 @@ def load_policy(path: pathlib.Path | None) -> policy.Policy:
         raise InputError(f"{path}: invalid DisruptionPolicy: {err}") from None
 
 
+_LINE_BREAKS = re.compile("[\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029]")
+"""Every character ``str.splitlines`` breaks at."""
+
+
+def one_line(text: str) -> str:
+    """``text`` with its line breaks escaped (``\\n``): user input quoted in a message (a YAML key,
+    a file name) must not split it."""
+    return _LINE_BREAKS.sub(lambda m: repr(m.group())[1:-1], text)
+
+
 def fail(message: str) -> typer.Exit:
     """Print ``message`` as one line on stderr and return the exit to raise (code 2)."""
-    typer.echo(f"graceguard: {message}", err=True)
+    typer.echo(f"graceguard: {one_line(message)}", err=True)
     return typer.Exit(code=2)
