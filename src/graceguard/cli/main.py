@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from graceguard.cli import explain
+from graceguard.cli import explain, simulate
 
 app = typer.Typer(
     name="graceguard",
@@ -25,6 +25,7 @@ def _root() -> None:
 
 
 app.command("explain")(explain.explain)
+app.command("simulate")(simulate.simulate)
 
 if __name__ == "__main__":
     app()

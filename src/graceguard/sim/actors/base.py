@@ -1,0 +1,222 @@
+"""What every actor shares: an agenda of timed steps, and the drain actors do on their own.
+
+An actor turns its scenario events into steps on its agenda; ``poll`` runs the steps that are due
+and lets the actor look at the world (``tick``) whenever anything changed. Without graceguard an
+actor disrupts the way its documentation says; with graceguard it opens a ``DisruptionRequest`` of
+the right class and lets the node go when graceguard releases it (or the source's limit runs out).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import heapq
+from collections import Counter
+from collections.abc import Callable
+
+from graceguard.domain import budgets, disruption
+from graceguard.sim.kinds import Settings
+from graceguard.sim.scenario import ActorSpec, EventSpec
+from graceguard.sim.world import Mode, OpenRequest, World
+
+Step = Callable[[dt.datetime], None]
+
+
+@dataclasses.dataclass(eq=False, slots=True)
+class Drain:
+    """A drain as an actor does it itself: SIGTERM every pod but DaemonSet pods, with the grace
+    period capped at ``grace_cap``; through the Eviction API (PDBs honoured) until
+    ``budgets_until``, deleted regardless after it; the node goes once empty, or at
+    ``give_up_at`` whatever is left. Eviction retries happen whenever the cluster changes."""
+
+    node: str
+    source: str
+    on_done: Step
+    grace_cap: dt.timedelta | None = None
+    budgets_until: dt.datetime | None = None
+    give_up_at: dt.datetime | None = None
+    eviction_api: bool = True
+    done: bool = False
+
+    def tick(self, world: World, now: dt.datetime) -> bool:
+        if self.done:
+            return False
+        node = world.nodes.get(self.node)
+        if node is None or node.end is not None:
+            self.done = True
+            return False
+        pods = world.pods_on(self.node, daemons=False)
+        if not pods or (self.give_up_at is not None and now >= self.give_up_at):
+            self.done = True
+            self.on_done(now)
+            return True
+        waiting = sorted((p for p in pods if not p.terminating), key=lambda p: p.name)
+        if not waiting:
+            return False
+        regardless = not self.eviction_api or (
+            self.budgets_until is not None and now >= self.budgets_until
+        )
+        pdbs = world.budgets()
+        allowances = budgets.Allowances({}, {})
+        changed = False
+        for pod in waiting:
+            kube = world.kube_pod(pod)
+            covering = [
+                b for b in pdbs if b.namespace == kube.namespace and b.selector.matches(kube.labels)
+            ]
+            if not regardless:
+                if allowances.check(kube, covering, None) is not None:
+                    continue  # the Eviction API answers 429; retried when something changes
+                allowances.consume(kube, covering, None)
+            grace = pod.spec.grace
+            if self.grace_cap is not None:
+                grace = min(grace, int(self.grace_cap.total_seconds()))
+            changed = (
+                world.sigterm(
+                    pod,
+                    now,
+                    grace,
+                    by=self.source,
+                    evicted=self.eviction_api,
+                    forced=self.eviction_api and regardless,
+                )
+                or changed
+            )
+        return changed
+
+    def wake(self, now: dt.datetime) -> dt.datetime | None:
+        times = [t for t in (self.give_up_at, self.budgets_until) if t is not None and t > now]
+        return min(times) if times else None
+
+
+class Actor:
+    """One disruption source in a scenario."""
+
+    def __init__(self, spec: ActorSpec, world: World, mode: Mode) -> None:
+        self.spec = spec
+        self.settings: Settings = spec.settings
+        self.world = world
+        self.mode = mode
+        self.drains: list[Drain] = []
+        self._agenda: list[tuple[dt.datetime, int, Step]] = []
+        self._serial = 0
+        self.setup()
+        for event in spec.events:
+            self.plan(event)
+
+    def setup(self) -> None:
+        """Read the settings (called before the events are planned)."""
+
+    @property
+    def guarded(self) -> bool:
+        return self.mode is Mode.WITH
+
+    def plan(self, event: EventSpec) -> None:
+        """Put the steps of one scenario event on the agenda (default: one step at ``at``)."""
+        self.at(self.world.start + event.at, lambda now: self.on_event(event, now))
+
+    def on_event(self, event: EventSpec, now: dt.datetime) -> None:
+        raise NotImplementedError
+
+    def at(self, t: dt.datetime, step: Step) -> None:
+        heapq.heappush(self._agenda, (t, self._serial, step))
+        self._serial += 1
+
+    def poll(self, now: dt.datetime) -> bool:
+        changed = False
+        while self._agenda and self._agenda[0][0] <= now:
+            _, _, step = heapq.heappop(self._agenda)
+            step(now)
+            changed = True
+        for drain in self.drains:
+            changed = drain.tick(self.world, now) or changed
+        self.drains = [d for d in self.drains if not d.done]
+        return self.tick(now) or changed
+
+    def tick(self, now: dt.datetime) -> bool:
+        """Look at the world after a change; True if the actor changed anything."""
+        return False
+
+    def wake(self, now: dt.datetime) -> dt.datetime | None:
+        """When the actor wants to look again even if nothing else happens."""
+        return None
+
+    def waiting(self) -> bool:
+        """Still wants to do something (e.g. remove a node once it may)."""
+        return False
+
+    def next_time(self, now: dt.datetime) -> dt.datetime | None:
+        times = [t for t in (self.wake(now), *(d.wake(now) for d in self.drains)) if t]
+        if self._agenda:
+            times.append(self._agenda[0][0])
+        later = [t for t in times if t > now]
+        return min(later) if later else None
+
+    def busy(self) -> bool:
+        return bool(self._agenda) or bool(self.drains) or self.waiting()
+
+    # ---- helpers -----------------------------------------------------------------------------
+
+    def end_node(self, node: str, reason: str) -> Step:
+        """A step that ends ``node`` (the instance is terminated, deleted or powered off)."""
+
+        def step(now: dt.datetime) -> None:
+            self.world.end_node(node, now, reason)
+
+        return step
+
+    def request(
+        self,
+        node: str,
+        source: str,
+        now: dt.datetime,
+        klass: disruption.DisruptionClass,
+        *,
+        on_release: Step,
+        deadline: dt.datetime | None = None,
+        hold: disruption.Hold | None = None,
+        on_expire: Step | None = None,
+        whole_node: bool = False,
+    ) -> None:
+        """Hand the disruption to graceguard."""
+        request = disruption.DisruptionRequest(
+            id=self.world.new_request_id(source, node),
+            node=node,
+            source=source,
+            disruption_class=klass,
+            requested_at=now,
+            deadline=deadline,
+            hold=hold,
+        )
+        self.world.open_request(
+            OpenRequest(request, on_release, on_expire, whole_node=whole_node), now
+        )
+
+
+def lifecycle_hook_hold(now: dt.datetime, heartbeat_timeout: dt.timedelta) -> disruption.Hold:
+    """An EC2 Auto Scaling termination lifecycle hook: each heartbeat restarts the heartbeat
+    timeout; the instance waits at most 48 hours or 100 heartbeat timeouts, whichever is smaller
+    (``LifecycleHook.GlobalTimeout``, Amazon EC2 Auto Scaling API Reference)."""
+    cap = min(disruption.ASG_HOOK_CAP, 100 * heartbeat_timeout)
+    return disruption.Hold(heartbeat_timeout=heartbeat_timeout, last_heartbeat=now, cap=now + cap)
+
+
+def pick_instances(
+    world: World, group: str, desired: int, now: dt.datetime, busy: set[str]
+) -> list[str]:
+    """The instances a scale-in to ``desired`` terminates, by the Auto Scaling default
+    termination policy: from the Availability Zone with the most instances (ties: the zone first
+    by name), the oldest instance (ties: by name), until ``desired`` remain in service."""
+    in_service = [
+        n
+        for n in world.alive_nodes(now)
+        if n.group == group and n.ends_at is None and n.name not in busy
+    ]
+    victims: list[str] = []
+    while len(in_service) > desired:
+        per_zone = Counter(n.zone for n in in_service)
+        zone = max(sorted(per_zone), key=lambda z: per_zone[z])
+        victim = min((n for n in in_service if n.zone == zone), key=lambda n: (n.start, n.name))
+        victims.append(victim.name)
+        in_service.remove(victim)
+    return victims

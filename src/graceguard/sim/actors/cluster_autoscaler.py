@@ -1,0 +1,130 @@
+"""cluster-autoscaler scale-down.
+
+Modelled from the cluster-autoscaler FAQ ("How does scale-down work?", "What types of pods can
+prevent CA from removing a node?", "Does CA respect GracefulTermination in scale-down?"):
+
+- A scenario event says the node has become *unneeded* (low utilisation, its pods fit elsewhere).
+  The node is removed once it has been unneeded *and removable* for ``--scale-down-unneeded-time``
+  (default 10m); whenever it is not removable the clock starts over.
+- A node is not removable while one of its pods (DaemonSet and terminating pods aside) has
+  ``cluster-autoscaler.kubernetes.io/safe-to-evict: "false"``, is not backed by a controller, is a
+  ``kube-system`` pod without a PDB, or is covered by a PDB that does not allow evicting it
+  (``safe-to-evict: "true"`` lifts the first three). graceguard's own annotations mean nothing to
+  it; graceguard's *projected* ``safe-to-evict: "false"`` does.
+- Scale-down taints the node and evicts every pod with its grace period capped at
+  ``--max-graceful-termination-sec`` (default 600 s); "if the pod is not stopped within these 10
+  min then the node is terminated anyway" (we delete it when empty, or after the cap plus 30 s of
+  eviction headroom).
+
+With graceguard the scale-down is a voluntary request: the autoscaler still does not pick nodes
+whose pods carry the projected annotation; once it picks one, graceguard's webhook refuses its
+evictions and graceguard drains the node itself (notice, each pod's own grace period, budgets),
+and the autoscaler deletes the node when graceguard reports it drained. The 10 s scan loop is not
+modelled: the autoscaler looks again whenever the cluster changes.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from graceguard.domain import annotations as ann
+from graceguard.domain import budgets, disruption
+from graceguard.sim.actors.base import Actor, Drain
+from graceguard.sim.pods import SimPod
+from graceguard.sim.scenario import EventSpec
+
+SOURCE = "cluster-autoscaler"
+EVICTION_HEADROOM = dt.timedelta(seconds=30)
+
+
+class ClusterAutoscaler(Actor):
+    def setup(self) -> None:
+        self.unneeded_time = self.settings.duration("scaleDownUnneededTime")
+        self.max_grace = dt.timedelta(seconds=self.settings.integer("maxGracefulTerminationSec"))
+        self.candidates: dict[str, dt.datetime | None] = {}
+        """Unneeded node -> since when it has been removable (``None``: not removable now)."""
+        self.removing: set[str] = set()
+
+    def on_event(self, event: EventSpec, now: dt.datetime) -> None:
+        assert event.node is not None
+        if event.node not in self.removing:
+            self.candidates.setdefault(event.node, None)
+
+    def tick(self, now: dt.datetime) -> bool:
+        changed = False
+        for name in sorted(self.candidates):
+            node = self.world.nodes[name]
+            if node.end is not None:
+                del self.candidates[name]
+                continue
+            why_not = self.blocker(name)
+            if why_not is not None:
+                self.candidates[name] = None
+                continue
+            since = self.candidates[name]
+            if since is None:
+                self.candidates[name] = since = now
+            if now >= since + self.unneeded_time:
+                del self.candidates[name]
+                self.scale_down(name, now)
+                changed = True
+        return changed
+
+    def wake(self, now: dt.datetime) -> dt.datetime | None:
+        times = [s + self.unneeded_time for s in self.candidates.values() if s is not None]
+        return min(times) if times else None
+
+    def waiting(self) -> bool:
+        return any(self.world.nodes[n].end is None for n in self.candidates)
+
+    def blocker(self, node: str) -> str | None:
+        """Why the autoscaler will not remove ``node`` now, or ``None``."""
+        pdbs = self.world.budgets()
+        allowances = budgets.Allowances({}, {})
+        for pod in self.world.pods_on(node, daemons=False):
+            if pod.terminating:
+                continue
+            why = self._pod_blocker(pod)
+            if why is not None:
+                return why
+            kube = self.world.kube_pod(pod)
+            covering = [
+                b for b in pdbs if b.namespace == kube.namespace and b.selector.matches(kube.labels)
+            ]
+            refusal = allowances.check(kube, covering, None)
+            if refusal is not None:
+                return f"{pod.name}: {refusal}"
+            allowances.consume(kube, covering, None)
+        return None
+
+    def _pod_blocker(self, pod: SimPod) -> str | None:
+        safe = pod.annotations.get(ann.CA_SAFE_TO_EVICT)
+        if safe == "false":
+            return f"{pod.name} has {ann.CA_SAFE_TO_EVICT}: false"
+        if safe == "true":
+            return None
+        if pod.spec.owner is None:
+            return f"{pod.name} is not backed by a controller"
+        if pod.namespace == "kube-system" and not any(
+            b.namespace == "kube-system" for b in self.world.scenario.pdbs
+        ):
+            return f"{pod.name} is a kube-system pod without a PDB"
+        return None
+
+    def scale_down(self, node: str, now: dt.datetime) -> None:
+        self.removing.add(node)
+        end = self.end_node(node, "cluster-autoscaler deleted the node")
+        if self.guarded:
+            self.world.cordon(node, now, f"{SOURCE} (ToBeDeleted taint)")
+            self.request(node, SOURCE, now, disruption.DisruptionClass.VOLUNTARY, on_release=end)
+            return
+        self.world.cordon(node, now, f"{SOURCE} (ToBeDeleted taint)")
+        self.drains.append(
+            Drain(
+                node=node,
+                source=f"{SOURCE} scale-down",
+                on_done=end,
+                grace_cap=self.max_grace,
+                give_up_at=now + self.max_grace + EVICTION_HEADROOM,
+            )
+        )

@@ -1,0 +1,150 @@
+"""graceguard in the simulation: the real engine, reconciled against the simulated cluster.
+
+Each call shows the engine the world's snapshot and open requests, applies the notices, projected
+annotations and cordons with ``effects.apply`` (as the Kubernetes adapter would write them), and
+carries out the rest on the world: evictions start the pod's grace period, heartbeats extend the
+lifecycle hook, completions let the source go on. It also checks, as it goes, the promise the
+engine makes: a voluntary eviction comes at least the notice lead after its ``ScheduledEviction``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+
+from graceguard.domain import cluster, disruption, notices, policy
+from graceguard.engine import actions as act
+from graceguard.engine import projection, reconciler
+from graceguard.sim import effects
+from graceguard.sim.marks import MarkKind
+from graceguard.sim.world import World
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Violation:
+    """An observed break of an engine promise (the scenario tests require none)."""
+
+    at: dt.datetime
+    pod: str
+    what: str
+
+
+class Controller:
+    def __init__(self, world: World, pol: policy.Policy) -> None:
+        self.world = world
+        self.policy = pol
+        self.reader = projection.ProtectionReader(pol.limits)
+        self.wake: dt.datetime | None = None
+        self.violations: list[Violation] = []
+        self.reconciles = 0
+        self._warned: set[tuple[str, str]] = set()
+        self._scheduled: dict[str, dt.datetime] = {}
+        """Pod key -> when it was last told ``ScheduledEviction`` (for the lead check)."""
+
+    def step(self, now: dt.datetime) -> bool:
+        """Reconcile once at ``now`` and carry out the actions; True if the world changed."""
+        world = self.world
+        snapshot = world.snapshot(now)
+        open_requests = list(world.requests.values())
+        result = reconciler.reconcile(
+            snapshot=snapshot,
+            requests=[r.request for r in open_requests],
+            pol=self.policy,
+            now=now,
+            reader=self.reader,
+        )
+        self.reconciles += 1
+        self.wake = result.next_wakeup
+        classes = {r.request.id: r.request.disruption_class for r in open_requests}
+        changed = self._absorb(effects.apply(snapshot, result.actions, now))
+        for action in result.actions:
+            changed = self._carry_out(action, now, classes) or changed
+        return changed
+
+    def _absorb(self, applied: cluster.Snapshot) -> bool:
+        """Take back what the adapter would have written: annotations, notice stages."""
+        changed = False
+        for kube in applied.pods:
+            pod = self.world.pod(kube.key)
+            if pod is None:
+                continue
+            annotations = dict(kube.annotations)
+            if annotations != pod.annotations or kube.notice_stage != pod.notice_stage:
+                pod.annotations = annotations
+                pod.notice_stage = kube.notice_stage
+                changed = True
+        if dict(applied.window_evictions) != self.world.window_evictions:
+            self.world.window_evictions = dict(applied.window_evictions)
+            changed = True
+        return changed
+
+    def _carry_out(
+        self,
+        action: act.Action,
+        now: dt.datetime,
+        classes: dict[str, disruption.DisruptionClass],
+    ) -> bool:
+        world = self.world
+        if isinstance(action, act.Cordon):
+            return world.cordon(action.node, now, "graceguard")
+        if isinstance(action, act.PostNotice):
+            pod = world.pod(action.pod.key)
+            if pod is not None:
+                if pod.first_notice is None:
+                    pod.first_notice = now
+                scheduled = action.notice.reason is notices.NoticeReason.SCHEDULED
+                if scheduled:
+                    self._scheduled[pod.key] = now
+                kind = MarkKind.SCHEDULED if scheduled else MarkKind.PROPOSED
+                world.mark(now, kind, pod.node, pod.name, action.notice.message)
+            return False
+        if isinstance(action, act.Evict | act.ForceDelete):
+            pod = world.pod(action.pod.key)
+            if pod is None:
+                return False
+            forced = isinstance(action, act.ForceDelete)
+            if classes.get(action.request_id) is disruption.DisruptionClass.VOLUNTARY:
+                self._check_lead(pod.key, pod.name, now)
+            return world.sigterm(
+                pod,
+                now,
+                action.grace_seconds,
+                by=f"graceguard for {action.source}",
+                evicted=True,
+                forced=forced,
+            )
+        if isinstance(action, act.MarkBlocked):
+            world.mark(now, MarkKind.BLOCKED, None, action.pod.name, action.message)
+            return False
+        if isinstance(action, act.ReportDeadlineExceeded):
+            world.mark(now, MarkKind.DEADLINE, None, action.pod.name, action.message)
+            return False
+        if isinstance(action, act.WarnAnnotation):
+            key = (action.pod.key, action.warning.annotation)
+            if key not in self._warned:
+                self._warned.add(key)
+                w = action.warning
+                world.mark(
+                    now, MarkKind.WARNING, None, action.pod.name, f"{w.annotation}: {w.problem}"
+                )
+            return False
+        if isinstance(action, act.ExtendHold):
+            return world.heartbeat(action.request_id, now)
+        if isinstance(action, act.CompleteHold):
+            return world.release(action.request_id, now, "drained: CONTINUE the lifecycle action")
+        if isinstance(action, act.DrainComplete):
+            return world.release(action.request_id, now, "drained")
+        return False  # projection and withdrawals arrive through effects.apply
+
+    def _check_lead(self, key: str, name: str, now: dt.datetime) -> None:
+        told = self._scheduled.get(key)
+        lead = self.policy.notice_lead
+        pod = self.world.pod(key)
+        if pod is not None:
+            lead = self.reader.read(self.world.kube_pod(pod), now).notice_lead
+        if told is None:
+            self.violations.append(Violation(now, name, "evicted without a ScheduledEviction"))
+        elif now - told < lead:
+            self.violations.append(
+                Violation(now, name, f"evicted {now - told} after ScheduledEviction, lead {lead}")
+            )
