@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test venv lint typecheck imports unit scenarios e2e bench clean \
+.PHONY: demo test venv lint typecheck imports unit scenarios integration e2e bench clean \
         cluster-build cluster-up cluster-down
 
 $(STAMP): pyproject.toml
@@ -21,7 +21,7 @@ demo: $(STAMP)
 	$(VENV)/bin/graceguard simulate scenarios/*.yaml
 
 ## test: every tier — lint, types, layers, unit + property, scenarios, the real control plane
-test: lint typecheck imports unit scenarios e2e
+test: lint typecheck imports unit scenarios integration e2e
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests bench hack
@@ -38,6 +38,13 @@ unit: $(STAMP)
 
 scenarios: $(STAMP)
 	$(PY) -m pytest tests/scenarios -q
+
+## integration: the adapters against real parts — the ledger on SQLite files and on a PostgreSQL
+## server the tests start from the machine's binaries (installed from Debian when missing)
+integration: $(STAMP)
+	@command -v postgres >/dev/null || ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || \
+	  (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y postgresql)
+	$(PY) -m pytest tests/integration -q
 
 bench: $(STAMP)
 	@for b in bench/bench_*.py; do PYTHONPATH=bench $(PY) $$b || exit 1; done

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from graceguard.cli import explain, simulate
+from graceguard.cli import explain, history, simulate
 
 app = typer.Typer(
     name="graceguard",
@@ -26,6 +26,7 @@ def _root() -> None:
 
 app.command("explain")(explain.explain)
 app.command("simulate")(simulate.simulate)
+app.command("history")(history.history)
 
 if __name__ == "__main__":
     app()

@@ -315,7 +315,9 @@ def _attribute(obs: Observation, events: tuple[ObservedEvent, ...]) -> Attributi
         if evictor is not None:
             return _from_event(evictor)
     if cond is not None:
-        return Attribution(condition_initiator(cond), cond.reason, cond.message)
+        return Attribution(
+            condition_initiator(cond), cond.reason or DISRUPTION_TARGET, cond.message
+        )
     named = _latest(naming)
     if named is not None:
         return _from_event(named)

@@ -1,0 +1,264 @@
+"""The SQL ledger on a SQLite file and on PostgreSQL: round trips, idempotency across restarts,
+filters, graceguard's own actions, disruptions, the schema version, and one-line errors."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import pathlib
+
+import pytest
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import create_async_engine
+
+from graceguard.adapters.ledger import Ledger, LedgerError, schema
+from graceguard.domain import disruption, ledger
+from graceguard.domain import termination as t
+
+NOW = dt.datetime(2026, 11, 21, 5, 0, 0, 123456, tzinfo=dt.UTC)
+MIN = dt.timedelta(minutes=1)
+
+
+def record(
+    pod: str = "train-0",
+    *,
+    namespace: str = "batch",
+    uid: str | None = None,
+    started: dt.datetime = NOW,
+    grace: int = 7200,
+    protected_until: dt.datetime | None = None,
+    logs: t.CapturedLogs | None = None,
+) -> t.TerminationRecord:
+    return t.build_record(
+        t.Observation(
+            namespace=namespace,
+            pod=pod,
+            uid=uid or f"uid-{namespace}-{pod}",
+            node="node-a",
+            observed_at=started,
+            requested_grace_seconds=7200,
+            protected_until=protected_until,
+            deletion=t.Deletion(started_at=started, grace_seconds=grace),
+        ),
+        recorded_at=started + MIN,
+        logs=logs,
+    )
+
+
+def eviction(
+    uid: str = "uid-batch-train-0",
+    *,
+    kind: ledger.ActionKind = ledger.ActionKind.EVICTION,
+    request_id: str = "drain-node-a",
+) -> ledger.ActionRecord:
+    return ledger.ActionRecord(
+        namespace="batch",
+        pod="train-0",
+        uid=uid,
+        kind=kind,
+        request_id=request_id,
+        source="drain",
+        at=NOW,
+        grace_seconds=7200,
+        message="evicting for drain",
+        logs=t.CapturedLogs(("epoch 9/10", "saving checkpoint"), t.LOG_CAPTURED),
+    )
+
+
+@pytest.mark.asyncio
+async def test_a_record_round_trips(ledger_url: str) -> None:
+    rec = record(
+        protected_until=NOW + dt.timedelta(hours=3),
+        grace=30,
+        logs=t.CapturedLogs(("naïve ünïcode ✓", "", "last line"), t.LOG_CAPTURED),
+    )
+    async with await Ledger.open(ledger_url) as led:
+        assert await led.record(rec)
+        (back,) = await led.query()
+    assert back == rec
+    assert back.started_at.tzinfo is not None
+    assert back.premature and back.initiator == "api-delete"
+
+
+@pytest.mark.asyncio
+async def test_the_same_termination_twice_is_one_row_also_after_a_restart(ledger_url: str) -> None:
+    rec = record()
+    async with await Ledger.open(ledger_url) as led:
+        assert await led.record(rec)
+        assert not await led.record(rec)
+        later = dataclasses.replace(rec, recorded_at=rec.recorded_at + MIN, message="seen again")
+        assert not await led.record(later)
+    async with await Ledger.open(ledger_url) as restarted:  # a new process: schema already there
+        assert not await restarted.record(rec)
+        assert await restarted.query() == (rec,)
+        # Another termination of the same uid (a later start) is its own row.
+        assert await restarted.record(dataclasses.replace(rec, started_at=NOW + MIN))
+        assert len(await restarted.query()) == 2
+
+
+@pytest.mark.asyncio
+async def test_query_filters_and_order(ledger_url: str) -> None:
+    recs = [
+        record("a", namespace="batch", started=NOW, grace=7200),
+        record("b", namespace="batch", started=NOW + MIN, grace=30),
+        record("a", namespace="web", started=NOW + 2 * MIN, grace=7200),
+        record("c", namespace="web", started=NOW + 3 * MIN, protected_until=NOW + 60 * MIN),
+    ]
+    async with await Ledger.open(ledger_url) as led:
+        for r in recs:
+            assert await led.record(r)
+
+        async def pods(**filters: object) -> list[str]:
+            return [r.key for r in await led.query(**filters)]  # type: ignore[arg-type]
+
+        assert await pods() == ["web/c", "web/a", "batch/b", "batch/a"]  # newest first
+        assert await pods(namespace="batch") == ["batch/b", "batch/a"]
+        assert await pods(pod="a") == ["web/a", "batch/a"]
+        assert await pods(namespace="web", pod="a") == ["web/a"]
+        assert await pods(premature=True) == ["web/c", "batch/b"]
+        assert await pods(premature=False) == ["web/a", "batch/a"]
+        assert await pods(since=NOW + MIN) == ["web/c", "web/a", "batch/b"]
+        assert await pods(since=NOW + MIN + dt.timedelta(microseconds=1)) == ["web/c", "web/a"]
+        assert await pods(limit=2) == ["web/c", "web/a"]
+        assert await pods(namespace="nowhere") == []
+
+
+@pytest.mark.asyncio
+async def test_an_action_is_claimed_once_and_survives_a_restart(ledger_url: str) -> None:
+    action = eviction()
+    async with await Ledger.open(ledger_url) as led:
+        assert await led.claim(action)
+        assert not await led.claim(dataclasses.replace(action, at=NOW + MIN))
+        notice = eviction(kind=ledger.ActionKind.SCHEDULED_EVICTION)
+        assert await led.claim(notice)
+        assert await led.claim(eviction(request_id="another-request"))
+    async with await Ledger.open(ledger_url) as restarted:
+        assert not await restarted.claim(action)  # a restarted controller does not evict again
+        actions = await restarted.actions_for("uid-batch-train-0")
+        assert [a.kind for a in actions].count(ledger.ActionKind.EVICTION) == 2
+        assert action in actions
+        evictions = await restarted.evictions_for("uid-batch-train-0")
+        assert {e.request_id for e in evictions} == {"drain-node-a", "another-request"}
+        assert await restarted.actions_for("someone-else") == ()
+
+
+@pytest.mark.asyncio
+async def test_an_eviction_with_its_logs_becomes_the_termination_record(ledger_url: str) -> None:
+    """graceguard claims the eviction (with the captured logs) and evicts; a restarted
+    controller then sees the pod go and records who killed it, with what it said last."""
+    async with await Ledger.open(ledger_url) as before:
+        assert await before.claim(eviction())
+    async with await Ledger.open(ledger_url) as after:
+        seen = ledger.latest_eviction(await after.actions_for("uid-batch-train-0"))
+        rec = t.build_record(
+            t.Observation(
+                namespace="batch",
+                pod="train-0",
+                uid="uid-batch-train-0",
+                node="node-a",
+                observed_at=NOW + MIN,
+                requested_grace_seconds=7200,
+                deletion=t.Deletion(started_at=NOW, grace_seconds=7200),
+                condition=t.DisruptionCondition("EvictionByEvictionAPI", "Eviction API", NOW),
+                eviction=seen,
+            ),
+            recorded_at=NOW + MIN,
+        )
+        assert await after.record(rec)
+        (back,) = await after.query(pod="train-0")
+    assert (back.initiator, back.request_id) == ("graceguard", "drain-node-a")
+    assert back.log_lines == ("epoch 9/10", "saving checkpoint")
+    assert not back.premature
+
+
+@pytest.mark.asyncio
+async def test_disruptions_open_and_close_once(ledger_url: str) -> None:
+    opened = ledger.DisruptionRecord(
+        request_id="asg-i-0abc",
+        node="node-a",
+        source="asg-scale-in",
+        disruption_class=disruption.DisruptionClass.VOLUNTARY,
+        opened_at=NOW,
+    )
+    async with await Ledger.open(ledger_url) as led:
+        assert await led.open_disruption(opened)
+        assert not await led.open_disruption(dataclasses.replace(opened, node="elsewhere"))
+        assert await led.disruptions(open_only=True) == (opened,)
+        close = {"request_id": "asg-i-0abc", "closed_at": NOW + MIN}
+        assert await led.close_disruption(**close, outcome=ledger.Outcome.DRAINED)  # type: ignore[arg-type]
+        assert not await led.close_disruption(**close, outcome=ledger.Outcome.CANCELLED)  # type: ignore[arg-type]
+        assert not await led.close_disruption(
+            request_id="unknown", closed_at=NOW, outcome=ledger.Outcome.DRAINED
+        )
+        assert await led.disruptions(open_only=True) == ()
+        (closed,) = await led.disruptions(node="node-a")
+    assert closed == dataclasses.replace(
+        opened, closed_at=NOW + MIN, outcome=ledger.Outcome.DRAINED
+    )
+
+
+@pytest.mark.asyncio
+async def test_schema_is_created_once_and_versioned(ledger_url: str) -> None:
+    async with await Ledger.open(ledger_url) as first:
+        assert await first.schema_version() == schema.SCHEMA_VERSION
+    async with await Ledger.open(ledger_url) as second:
+        assert await second.schema_version() == schema.SCHEMA_VERSION
+    async with await Ledger.open(ledger_url, create=False) as reader:
+        assert await reader.query() == ()
+    # A ledger written by a newer graceguard is refused, not misread.
+    engine = create_async_engine(ledger_url)
+    async with engine.begin() as conn:
+        await conn.execute(
+            sa.insert(schema.schema_version).values(
+                version=schema.SCHEMA_VERSION + 1, applied_at=NOW
+            )
+        )
+    await engine.dispose()
+    with pytest.raises(LedgerError, match="newer than this graceguard"):
+        await Ledger.open(ledger_url, create=False)
+
+
+@pytest.mark.asyncio
+async def test_reading_without_a_ledger_is_one_line(pg_url: str, tmp_path: pathlib.Path) -> None:
+    with pytest.raises(LedgerError, match="not a graceguard ledger") as empty:
+        await Ledger.open(pg_url, create=False)
+    assert "\n" not in str(empty.value)
+    with pytest.raises(LedgerError, match=r"missing\.db: no such ledger file"):
+        await Ledger.open(f"sqlite+aiosqlite:///{tmp_path / 'missing.db'}", create=False)
+    assert not (tmp_path / "missing.db").exists()  # reading creates nothing
+    with pytest.raises(LedgerError, match="does not exist"):
+        await Ledger.open(f"sqlite:///{tmp_path / 'no' / 'dir.db'}")
+
+
+@pytest.mark.asyncio
+async def test_bad_urls_and_unreachable_servers_are_one_line() -> None:
+    cases = {
+        "not a url": "not a database URL",
+        "mysql://u@h/db": "unsupported database 'mysql'",
+        "sqlite+pysqlcipher:///x.db": "unsupported SQLite driver",
+        "postgresql+pg8000://u@h/db": "unsupported PostgreSQL driver",
+        "postgresql://graceguard:s3cret@127.0.0.1:1/db": "ConnectionRefusedError",
+    }
+    for url, expected in cases.items():
+        with pytest.raises(LedgerError) as err:
+            await Ledger.open(url, create=False)
+        assert expected in str(err.value), url
+        assert "\n" not in str(err.value)
+        assert "s3cret" not in str(err.value)
+
+
+@pytest.mark.asyncio
+async def test_plain_urls_get_the_async_driver(sqlite_url: str, pg_url: str) -> None:
+    for url in (sqlite_url.replace("+aiosqlite", ""), pg_url.replace("+asyncpg", "")):
+        async with await Ledger.open(url) as led:
+            assert await led.record(record())
+            assert "+a" in led.url
+
+
+@pytest.mark.asyncio
+async def test_naive_times_are_refused_by_the_column_type() -> None:
+    async with await Ledger.open("sqlite+aiosqlite://") as led:  # in memory
+        rec = record()
+        object.__setattr__(rec, "started_at", NOW.replace(tzinfo=None))
+        with pytest.raises(LedgerError, match="naive datetime"):
+            await led.record(rec)
