@@ -5,7 +5,6 @@ executor, probes and metrics."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import datetime as dt
 import logging
 import os
@@ -15,10 +14,14 @@ from typing import Annotated
 
 import typer
 
+from graceguard.adapters import ledger as ledger_store
 from graceguard.adapters import probes
 from graceguard.adapters.kube import client as kube_client
 from graceguard.adapters.kube import lease, policy_status, view, writer
-from graceguard.controller import executor, loop, metrics
+from graceguard.adapters.kube import logs as kube_logs
+from graceguard.cli import files
+from graceguard.controller import executor, loop, metrics, recording
+from graceguard.domain import policy, protection
 
 log = logging.getLogger("graceguard")
 
@@ -42,6 +45,19 @@ def controller(
             envvar="POD_NAME", help="This replica's name in the Lease; default: host-pid."
         ),
     ] = None,
+    ledger_url: Annotated[
+        str | None,
+        typer.Option(
+            "--ledger",
+            envvar="GRACEGUARD_LEDGER",
+            help="Where terminations are recorded: sqlite+aiosqlite:///PATH or "
+            "postgresql+asyncpg://... (several replicas need PostgreSQL). "
+            "Default: sqlite+aiosqlite:///graceguard-ledger.db.",
+        ),
+    ] = None,
+    log_lines: Annotated[
+        int, typer.Option(help="Log lines saved from each pod before graceguard evicts it.")
+    ] = 200,
     metrics_port: Annotated[int, typer.Option(help="Port of /metrics.")] = 8080,
     health_port: Annotated[int, typer.Option(help="Port of /healthz and /readyz.")] = 8081,
     probe_host: Annotated[str, typer.Option(help="Address the HTTP endpoints listen on.")] = (
@@ -60,10 +76,12 @@ def controller(
     )
     logging.getLogger("httpx2").setLevel(logging.WARNING)
     me = identity or f"{socket.gethostname()}-{os.getpid()}"
-    with contextlib.suppress(KeyboardInterrupt):
+    try:
         asyncio.run(
             _run(
                 kubeconfig=kubeconfig,
+                ledger_url=ledger_url or ledger_store.DEFAULT_URL,
+                log_lines=log_lines,
                 lease_namespace=lease_namespace,
                 lease_name=lease_name,
                 identity=me,
@@ -72,11 +90,17 @@ def controller(
                 probe_host=probe_host,
             )
         )
+    except ledger_store.LedgerError as err:
+        raise files.fail(f"--ledger: {err}") from None
+    except KeyboardInterrupt:
+        return
 
 
 async def _run(
     *,
     kubeconfig: pathlib.Path | None,
+    ledger_url: str,
+    log_lines: int,
     lease_namespace: str,
     lease_name: str,
     identity: str,
@@ -84,17 +108,37 @@ async def _run(
     health_port: int,
     probe_host: str,
 ) -> None:
+    def clock() -> dt.datetime:
+        return dt.datetime.now(dt.UTC)
+
+    ledger = await ledger_store.Ledger.open(ledger_url)
     client = kube_client.async_client(kubeconfig)
-    cluster_view = view.ClusterView(client)
+    cluster_writer = writer.LightkubeWriter(client, instance=identity)
+    log_source = kube_logs.KubeLogSource(client)
+    limits: list[protection.Limits] = [policy.DEFAULT.limits]
+    observer = recording.TerminationObserver(
+        ledger_port=ledger, cluster=cluster_writer, limits=lambda: limits[0], clock=clock
+    )
+    cluster_view = view.ClusterView(
+        client, on_pod_event=observer.on_pod, on_event=observer.on_event
+    )
     elector = lease.LeaseElector(
         client, namespace=lease_namespace, name=lease_name, identity=identity
+    )
+    recorder = recording.Recorder(
+        ledger_port=ledger,
+        log_source=log_source,
+        containers=log_source.containers,
+        lines=log_lines,
+        clock=clock,
     )
     runner = loop.Controller(
         view=cluster_view,
         leadership=elector,
-        executor=executor.Executor(cluster=writer.LightkubeWriter(client, instance=identity)),
-        clock=lambda: dt.datetime.now(dt.UTC),
+        executor=executor.Executor(cluster=cluster_writer, recorder=recorder),
+        clock=clock,
         policy_reporter=policy_status.PolicyStatusWriter(client),
+        on_policy=lambda pol: limits.__setitem__(0, pol.limits),
     )
     stale_after = loop.RESYNC.total_seconds() * 3
 
@@ -122,3 +166,4 @@ async def _run(
             task.cancel()
         await elector.release()
         await client.close()
+        await ledger.close()

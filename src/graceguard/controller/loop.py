@@ -85,7 +85,9 @@ class Controller:
         executor: ex.Executor,
         clock: Callable[[], dt.datetime],
         policy_reporter: PolicyReporter | None = None,
+        on_policy: Callable[[policy.Policy], None] | None = None,
     ) -> None:
+        self._on_policy = on_policy
         self._view = view
         self._leadership = leadership
         self._executor = executor
@@ -112,6 +114,8 @@ class Controller:
         pol, entry = self._view.policy()
         if self._policy_reporter is not None:
             await self._policy_reporter.report(entry, pol)
+        if self._on_policy is not None:
+            self._on_policy(pol)
         if self._reader is None or self._reader.limits != pol.limits:
             self._reader = projection.ProtectionReader(pol.limits)
         requests = self._view.requests()

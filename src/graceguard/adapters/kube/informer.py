@@ -47,6 +47,9 @@ class Informer(Generic[T]):
         on_event: RawHook | None = None,
         optional: bool = False,
         page_size: int = 500,
+        fields: dict[str, str] | None = None,
+        keep: bool = True,
+        hook_on_relist: bool = False,
     ) -> None:
         self.name = resource.__name__
         self._client = client
@@ -56,6 +59,10 @@ class Informer(Generic[T]):
         self._on_event = on_event
         self._optional = optional
         self._page_size = page_size
+        self._fields = fields
+        self._keep = keep
+        """``False``: only the hook sees the objects (events: seen, not kept)."""
+        self._hook_on_relist = hook_on_relist
         self.store: dict[str, T] = {}
         self.versions: dict[str, str] = {}
         self.synced = asyncio.Event()
@@ -101,7 +108,11 @@ class Informer(Generic[T]):
             "list",
             res=self._resource,
             namespace=lightkube.ALL_NS,
-            params={"limit": self._page_size},
+            params={
+                "limit": self._page_size,
+                "fieldSelector": ",".join(f"{k}={v}" for k, v in (self._fields or {}).items())
+                or None,
+            },
         )
         seen: set[str] = set()
         rv = ""
@@ -126,14 +137,15 @@ class Informer(Generic[T]):
         return rv
 
     async def _watch(self, rv: str) -> None:
+        selector: Any = self._fields
         async for event_type, obj in self._client.watch(
-            self._resource, namespace=lightkube.ALL_NS, resource_version=rv
+            self._resource, namespace=lightkube.ALL_NS, resource_version=rv, fields=selector
         ):
             raw = dict(obj)
             await self._apply(event_type, raw, object_key(raw), relist=False)
 
     async def _apply(self, event_type: str, raw: dict[str, Any], key: str, *, relist: bool) -> None:
-        if self._on_event is not None and not relist:
+        if self._on_event is not None and (self._hook_on_relist or not relist):
             try:
                 await self._on_event(event_type, raw)
             except Exception:  # an observer's failure must not stop the watch
@@ -142,6 +154,8 @@ class Informer(Generic[T]):
             if self.store.pop(key, None) is not None:
                 self.versions.pop(key, None)
                 self._changed.set()
+            return
+        if not self._keep:
             return
         try:
             value = self._convert(raw)

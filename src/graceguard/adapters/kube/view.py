@@ -17,7 +17,7 @@ from typing import Any
 import lightkube
 
 from graceguard.adapters.kube import resources
-from graceguard.adapters.kube.informer import Informer
+from graceguard.adapters.kube.informer import Informer, RawHook
 from graceguard.domain import annotations as ann
 from graceguard.domain import cluster, disruption, policy
 from graceguard.manifests import objects, pods, requests
@@ -92,8 +92,26 @@ def policy_entry(raw: dict[str, Any]) -> PolicyEntry:
 
 
 class ClusterView:
-    def __init__(self, client: lightkube.AsyncClient, *, on_pod_event: Any = None) -> None:
+    def __init__(
+        self,
+        client: lightkube.AsyncClient,
+        *,
+        on_pod_event: RawHook | None = None,
+        on_event: RawHook | None = None,
+    ) -> None:
         self.changed = asyncio.Event()
+        self.events: Informer[None] | None = None
+        if on_event is not None:
+            self.events = Informer(
+                client=client,
+                resource=resources.Event,
+                convert=lambda _raw: None,
+                changed=asyncio.Event(),  # events do not change the plan
+                on_event=on_event,
+                fields={"involvedObject.kind": "Pod"},
+                keep=False,
+                hook_on_relist=True,
+            )
         self.pods = Informer(
             client=client,
             resource=resources.Pod,
@@ -139,7 +157,7 @@ class ClusterView:
 
     @property
     def informers(self) -> tuple[Informer[Any], ...]:
-        return (
+        found: tuple[Informer[Any], ...] = (
             self.pods,
             self.nodes,
             self.budgets,
@@ -148,6 +166,7 @@ class ClusterView:
             self.replicasets,
             self.policies,
         )
+        return found if self.events is None else (*found, self.events)
 
     async def load_once(self) -> None:
         """List every resource once (for one-shot commands such as ``plan``)."""

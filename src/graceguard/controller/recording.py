@@ -1,0 +1,188 @@
+"""Feeding the ledger: graceguard's own evictions (with the pod's last log lines, captured just
+before), and every termination on the cluster, whoever started it.
+
+Terminations are recorded when the pod is gone (all its events are in by then), keyed by
+``(uid, start)`` so a replica or a restart that sees the same deletion writes it once. A
+termination that begins before the pod's protection ends, or with less grace than it asked for,
+is reported at once with a ``PrematureTermination`` event.
+"""
+
+from __future__ import annotations
+
+import collections
+import datetime as dt
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Protocol
+
+from graceguard.controller import logs, metrics, ports
+from graceguard.domain import ledger, protection, termination
+from graceguard.engine import actions as act
+from graceguard.manifests import pods, terminations
+from graceguard.manifests.errors import ManifestError
+
+log = logging.getLogger(__name__)
+
+EVENTS_PER_POD = 20
+PODS_WITH_EVENTS = 20_000
+
+
+class LedgerPort(Protocol):
+    async def claim(self, action: ledger.ActionRecord) -> bool: ...
+    async def record(self, rec: termination.TerminationRecord) -> bool: ...
+    async def evictions_for(self, uid: str) -> tuple[ledger.ActionRecord, ...]: ...
+
+
+class Recorder:
+    """``EvictionRecorder`` for the executor: capture logs, then write the eviction down."""
+
+    def __init__(
+        self,
+        *,
+        ledger_port: LedgerPort,
+        log_source: ports.LogSource | None,
+        containers: Callable[[act.PodRef], Awaitable[Sequence[str]]],
+        lines: int,
+        clock: Callable[[], dt.datetime],
+    ) -> None:
+        self._ledger = ledger_port
+        self._logs = log_source
+        self._containers = containers
+        self._lines = lines
+        self._clock = clock
+
+    async def before_eviction(self, *, action: act.Evict | act.ForceDelete) -> None:
+        if self._logs is None:
+            captured = termination.CapturedLogs((), termination.no_logs("no log source"))
+        else:
+            try:
+                names = await self._containers(action.pod)
+            except Exception as err:  # a failed lookup means no logs, not no eviction
+                names = ()
+                log.warning("cannot list the containers of %s: %s", action.pod.key, err)
+            captured = await logs.capture_last_logs(
+                self._logs, action.pod, containers=names, lines=self._lines
+            )
+        forced = isinstance(action, act.ForceDelete)
+        record = ledger.ActionRecord(
+            namespace=action.pod.namespace,
+            pod=action.pod.name,
+            uid=action.pod.uid,
+            kind=ledger.ActionKind.FORCED_EVICTION if forced else ledger.ActionKind.EVICTION,
+            request_id=action.request_id,
+            source=action.source,
+            at=self._clock(),
+            grace_seconds=action.grace_seconds,
+            message=action.reason if isinstance(action, act.ForceDelete) else "",
+            logs=captured,
+        )
+        try:
+            await self._ledger.claim(record)
+        except Exception as err:  # the ledger being down must not stop a drain
+            log.warning("cannot write the eviction of %s to the ledger: %s", action.pod.key, err)
+
+
+class TerminationObserver:
+    """Watches pods and events; writes every termination to the ledger."""
+
+    def __init__(
+        self,
+        *,
+        ledger_port: LedgerPort,
+        cluster: ports.ClusterWriter,
+        limits: Callable[[], protection.Limits],
+        clock: Callable[[], dt.datetime],
+    ) -> None:
+        self._ledger = ledger_port
+        self._cluster = cluster
+        self._limits = limits
+        self._clock = clock
+        self._events: collections.OrderedDict[str, list[termination.ObservedEvent]] = (
+            collections.OrderedDict()
+        )
+        self._reported: set[str] = set()
+
+    async def on_event(self, _event_type: str, raw: dict[str, Any]) -> None:
+        found = terminations.event_from_manifest(raw)
+        if found is None:
+            return
+        uid, event = found
+        events = self._events.setdefault(uid, [])
+        self._events.move_to_end(uid)
+        events.append(event)
+        del events[:-EVENTS_PER_POD]
+        while len(self._events) > PODS_WITH_EVENTS:
+            self._events.popitem(last=False)
+
+    async def on_pod(self, event_type: str, raw: dict[str, Any]) -> None:
+        meta = raw.get("metadata") or {}
+        uid = str(meta.get("uid", ""))
+        if event_type == "DELETED":
+            await self._record(raw, uid)
+            self._events.pop(uid, None)
+            self._reported.discard(uid)
+        elif meta.get("deletionTimestamp") and uid not in self._reported:
+            self._reported.add(uid)
+            await self._report_if_premature(raw)
+
+    def _protected_until(self, raw: dict[str, Any]) -> dt.datetime | None:
+        try:
+            pod = pods.pod_from_manifest(raw)
+        except ManifestError:
+            return None
+        spec = protection.read_protection_spec(
+            protection.relevant_items(pod.annotations), self._limits()
+        )
+        return spec.until(pod.start_time, self._clock())
+
+    def _finished_before(self, raw: dict[str, Any]) -> bool:
+        phase = (raw.get("status") or {}).get("phase")
+        return phase in ("Succeeded", "Failed") and not (raw.get("metadata") or {}).get(
+            "deletionGracePeriodSeconds"
+        )
+
+    async def _report_if_premature(self, raw: dict[str, Any]) -> None:
+        if self._finished_before(raw):
+            return
+        uid = str((raw.get("metadata") or {}).get("uid", ""))
+        try:
+            eviction = ledger.latest_eviction(await self._ledger.evictions_for(uid))
+        except Exception as err:  # without the ledger, judge from the API alone
+            log.warning("cannot read the ledger for pod %s: %s", uid, err)
+            eviction = None
+        obs = terminations.observation(
+            raw,
+            observed_at=self._clock(),
+            protected_until=self._protected_until(raw),
+            events=tuple(self._events.get(uid, ())),
+            eviction=eviction,
+        )
+        rec = termination.build_record(obs, recorded_at=self._clock())
+        if not rec.premature or rec.initiator == termination.Initiator.GRACEGUARD:
+            return
+        metrics.PREMATURE.labels(initiator=rec.initiator).inc()
+        try:
+            await self._cluster.post_event(
+                pod=act.PodRef(rec.namespace, rec.pod, rec.uid),
+                reason="PrematureTermination",
+                message=f"terminated by {rec.initiator} ({rec.cause}): {rec.premature_reason}",
+                warning=True,
+            )
+        except Exception as err:  # reporting must not stop the watch
+            log.warning("cannot post PrematureTermination for %s: %s", rec.key, err)
+
+    async def _record(self, raw: dict[str, Any], uid: str) -> None:
+        if self._finished_before(raw):
+            return
+        try:
+            evictions = await self._ledger.evictions_for(uid)
+            obs = terminations.observation(
+                raw,
+                observed_at=self._clock(),
+                protected_until=self._protected_until(raw),
+                events=tuple(self._events.get(uid, ())),
+                eviction=ledger.latest_eviction(evictions),
+            )
+            await self._ledger.record(termination.build_record(obs, recorded_at=self._clock()))
+        except Exception as err:  # the ledger being down must not stop the watch
+            log.warning("cannot record the termination of pod %s: %s", uid, err)
