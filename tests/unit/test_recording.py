@@ -1,0 +1,192 @@
+"""Feeding the ledger, against fake ports: graceguard's evictions carry the captured logs, every
+termination is recorded once with who started it, premature ones are reported at once."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from graceguard.controller import ports, recording
+from graceguard.domain import annotations as ann
+from graceguard.domain import ledger, notices, protection, termination
+from graceguard.engine import actions as act
+
+NOW = dt.datetime(2026, 11, 21, 4, 0, tzinfo=dt.UTC)
+
+
+class FakeLedger:
+    def __init__(self) -> None:
+        self.actions: list[ledger.ActionRecord] = []
+        self.records: dict[tuple[str, dt.datetime], termination.TerminationRecord] = {}
+
+    async def claim(self, action: ledger.ActionRecord) -> bool:
+        self.actions.append(action)
+        return True
+
+    async def record(self, rec: termination.TerminationRecord) -> bool:
+        key = (rec.uid, rec.started_at)
+        if key in self.records:
+            return False
+        self.records[key] = rec
+        return True
+
+    async def evictions_for(self, uid: str) -> tuple[ledger.ActionRecord, ...]:
+        return tuple(a for a in self.actions if a.uid == uid and a.kind.evicts)
+
+
+class FakeEvents:
+    def __init__(self) -> None:
+        self.events: list[tuple[str, str, str]] = []
+
+    async def post_event(
+        self, *, pod: act.PodRef, reason: str, message: str, warning: bool = False
+    ) -> None:
+        self.events.append((pod.key, reason, message))
+
+    async def set_notice(self, *, pod: act.PodRef, notice: notices.Notice) -> None: ...
+    async def clear_notice(self, *, pod: act.PodRef) -> None: ...
+    async def patch_pod_annotations(
+        self, *, pod: act.PodRef, changes: Mapping[str, str | None]
+    ) -> None: ...
+    async def evict(
+        self, *, pod: act.PodRef, grace_seconds: int
+    ) -> tuple[ports.EvictionResult, str]:
+        return ports.EvictionResult.EVICTED, ""
+
+    async def delete(self, *, pod: act.PodRef, grace_seconds: int) -> bool:
+        return True
+
+    async def cordon(self, *, node: str) -> None: ...
+    async def patch_node_annotations(
+        self, *, node: str, changes: Mapping[str, str | None]
+    ) -> None: ...
+
+
+class Logs:
+    async def last_lines(self, *, pod: act.PodRef, container: str, lines: int) -> Sequence[str]:
+        return [f"step {i}" for i in range(500)][-lines:]
+
+
+def _pod(*, deleted: dt.datetime | None, grace: int, annotations: dict[str, str]) -> dict[str, Any]:
+    meta: dict[str, Any] = {
+        "name": "train",
+        "namespace": "ml",
+        "uid": "u-1",
+        "annotations": annotations,
+    }
+    if deleted is not None:
+        meta["deletionTimestamp"] = deleted.isoformat().replace("+00:00", "Z")
+        meta["deletionGracePeriodSeconds"] = grace
+    return {
+        "metadata": meta,
+        "spec": {"nodeName": "n1", "terminationGracePeriodSeconds": 7200, "containers": []},
+        "status": {"phase": "Running", "startTime": "2026-11-21T02:00:00Z"},
+    }
+
+
+def _observer(fake_ledger: FakeLedger, events: FakeEvents) -> recording.TerminationObserver:
+    return recording.TerminationObserver(
+        ledger_port=fake_ledger,
+        cluster=events,
+        limits=protection.Limits,
+        clock=lambda: NOW,
+    )
+
+
+def test_kubectl_delete_of_a_protected_pod_is_premature_and_recorded_once() -> None:
+    fake_ledger, events = FakeLedger(), FakeEvents()
+    observer = _observer(fake_ledger, events)
+    raw = _pod(
+        deleted=NOW + dt.timedelta(seconds=30),
+        grace=30,
+        annotations={ann.MIN_RUNTIME: "3h"},
+    )
+
+    async def watch() -> None:
+        await observer.on_pod("MODIFIED", raw)
+        await observer.on_pod("MODIFIED", raw)
+        await observer.on_pod("DELETED", raw)
+        await observer.on_pod("DELETED", raw)
+
+    asyncio.run(watch())
+    (record,) = fake_ledger.records.values()
+    assert record.initiator == termination.Initiator.API_DELETE
+    assert record.premature
+    assert record.given_grace_seconds == 30
+    assert record.requested_grace_seconds == 7200
+    assert record.protected_until == dt.datetime(2026, 11, 21, 5, 0, tzinfo=dt.UTC)
+    premature = [e for e in events.events if e[1] == "PrematureTermination"]
+    assert len(premature) == 1
+    assert premature[0][2].startswith("terminated by api-delete (Deleted): began 1h0m0s before")
+
+
+def test_graceguard_eviction_is_attributed_with_its_logs() -> None:
+    fake_ledger, events = FakeLedger(), FakeEvents()
+    recorder = recording.Recorder(
+        ledger_port=fake_ledger,
+        log_source=Logs(),
+        containers=lambda _pod: _containers(),
+        lines=200,
+        clock=lambda: NOW,
+    )
+    observer = _observer(fake_ledger, events)
+    pod = act.PodRef("ml", "train", "u-1")
+    raw = _pod(deleted=NOW + dt.timedelta(seconds=7200), grace=7200, annotations={})
+
+    async def run() -> None:
+        await recorder.before_eviction(action=act.Evict(pod, 7200, "drain", "n1@t"))
+        await observer.on_pod("MODIFIED", raw)
+        await observer.on_pod("DELETED", raw)
+
+    asyncio.run(run())
+    (record,) = fake_ledger.records.values()
+    assert record.initiator == termination.Initiator.GRACEGUARD
+    assert record.request_id == "n1@t"
+    assert not record.premature
+    assert record.log_status == termination.LOG_CAPTURED
+    assert record.log_lines[-1] == "step 499"
+    assert len(record.log_lines) == 200
+    assert [e for e in events.events if e[1] == "PrematureTermination"] == []
+
+
+async def _containers() -> list[str]:
+    return ["main"]
+
+
+def test_cluster_autoscaler_scale_down_is_named_from_its_event() -> None:
+    fake_ledger, events = FakeLedger(), FakeEvents()
+    observer = _observer(fake_ledger, events)
+    raw = _pod(deleted=NOW + dt.timedelta(seconds=600), grace=600, annotations={})
+    raw["status"]["conditions"] = [
+        {"type": "DisruptionTarget", "status": "True", "reason": "EvictionByEvictionAPI"}
+    ]
+    scale_down = {
+        "involvedObject": {"kind": "Pod", "uid": "u-1", "name": "train", "namespace": "ml"},
+        "reason": "ScaleDown",
+        "message": "deleting pod for node scale down",
+        "source": {"component": "cluster-autoscaler"},
+        "lastTimestamp": "2026-11-21T04:00:00Z",
+    }
+
+    async def run() -> None:
+        await observer.on_event("ADDED", scale_down)
+        await observer.on_pod("MODIFIED", raw)
+        await observer.on_pod("DELETED", raw)
+
+    asyncio.run(run())
+    (record,) = fake_ledger.records.values()
+    assert record.initiator == termination.Initiator.CLUSTER_AUTOSCALER
+    assert record.cause == "ScaleDown"
+    assert record.premature  # 600 s given of the 7200 s asked for
+    assert record.premature_reason == "granted 600s of the 7200s grace period it asked for"
+
+
+def test_a_pod_that_finished_is_not_a_termination() -> None:
+    fake_ledger, events = FakeLedger(), FakeEvents()
+    observer = _observer(fake_ledger, events)
+    raw = _pod(deleted=None, grace=0, annotations={})
+    raw["status"]["phase"] = "Succeeded"
+    asyncio.run(observer.on_pod("DELETED", raw))
+    assert fake_ledger.records == {}
