@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 
-from graceguard.domain import cluster, disruption, notices, policy
+from graceguard.domain import cluster, disruption, notices, phases, policy
 from graceguard.engine import actions as act
 from graceguard.engine import projection, reconciler
 from graceguard.sim import effects
@@ -55,10 +55,10 @@ class Controller:
         )
         self.reconciles += 1
         self.wake = result.next_wakeup
-        classes = {r.request.id: r.request.disruption_class for r in open_requests}
+        requests = {r.request.id: r.request for r in open_requests}
         changed = self._absorb(effects.apply(snapshot, result.actions, now))
         for action in result.actions:
-            changed = self._carry_out(action, now, classes) or changed
+            changed = self._carry_out(action, now, requests) or changed
         return changed
 
     def _absorb(self, applied: cluster.Snapshot) -> bool:
@@ -82,7 +82,7 @@ class Controller:
         self,
         action: act.Action,
         now: dt.datetime,
-        classes: dict[str, disruption.DisruptionClass],
+        requests: dict[str, disruption.DisruptionRequest],
     ) -> bool:
         world = self.world
         if isinstance(action, act.Cordon):
@@ -103,7 +103,12 @@ class Controller:
             if pod is None:
                 return False
             forced = isinstance(action, act.ForceDelete)
-            if classes.get(action.request_id) is disruption.DisruptionClass.VOLUNTARY:
+            request = requests.get(action.request_id)
+            if (
+                request is not None
+                and request.disruption_class is disruption.DisruptionClass.VOLUNTARY
+                and not self._pulled_by_deadline(request, pod.spec.grace, pod.spec.priority, now)
+            ):
                 self._check_lead(pod.key, pod.name, now)
             return world.sigterm(
                 pod,
@@ -135,6 +140,24 @@ class Controller:
         if isinstance(action, act.DrainComplete):
             return world.release(action.request_id, now, "drained")
         return False  # projection and withdrawals arrive through effects.apply
+
+    def _pulled_by_deadline(
+        self, request: disruption.DisruptionRequest, grace: int, priority: int, now: dt.datetime
+    ) -> bool:
+        """The source's deadline (a hold's cap) leaves no room for the full notice: the pod must
+        be asked now to get its grace period, and later priority phases theirs, before it."""
+        deadline = request.effective_deadline
+        if deadline is None:
+            return False
+        phase_list = self.policy.priority_phases
+        mine = phases.phase_index(priority, phase_list)
+        reserve: dict[int, int] = {}
+        for pod in self.world.pods_on(request.node, daemons=False):
+            k = phases.phase_index(pod.spec.priority, phase_list)
+            if k > mine:
+                reserve[k] = max(reserve.get(k, 0), pod.spec.grace)
+        latest = deadline - dt.timedelta(seconds=grace + sum(reserve.values()))
+        return now >= latest
 
     def _check_lead(self, key: str, name: str, now: dt.datetime) -> None:
         told = self._scheduled.get(key)

@@ -55,6 +55,8 @@ class Doc:
         return doc
 
     def at(self, key: str) -> str:
+        if not key or key != key.strip() or any(c.isspace() or not c.isprintable() for c in key):
+            return f"{self.path}[{key!r}]"  # an empty or odd name stays visible
         return f"{self.path}.{key}" if self.path else key
 
     def fail(self, key: str, reason: str) -> None:
@@ -187,8 +189,11 @@ class Doc:
                 self.fail(key, f"keys must be non-empty strings, got {describe(k)}")
                 continue
             if not isinstance(v, str):
-                self.fail(
-                    f"{key}.{k}", f'expected a string value (quote it: "{v}"), got {describe(v)}'
+                self.errors.append(
+                    FieldError(
+                        f"{self.at(key)}.{k}",
+                        f'expected a string value (quote it: "{v}"), got {describe(v)}',
+                    )
                 )
                 continue
             out[k] = v

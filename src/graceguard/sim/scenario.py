@@ -500,7 +500,8 @@ def _actors(top: Doc, node_names: set[str], groups: set[str]) -> tuple[ActorSpec
         if d is None:
             continue
         settings = _settings(d, kind)
-        if "group" in settings.values and settings.values["group"] not in groups:
+        group = settings.values.get("group")
+        if group and group not in groups:
             d.fail("group", f"no node has group {settings.values['group']!r}")
         events = _events(d, kind, node_names)
         out.append(ActorSpec(kind.name, settings, events))

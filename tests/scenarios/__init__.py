@@ -1,0 +1,1 @@
+"""The simulator tier: bundled scenarios, bad scenario files, properties, the simulate command."""

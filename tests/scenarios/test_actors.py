@@ -1,0 +1,359 @@
+"""Each actor's baseline behaviour as its documentation describes it, and how graceguard holds
+it."""
+
+from __future__ import annotations
+
+import datetime as dt
+import itertools
+from typing import Any
+
+from graceguard.sim import runner
+from graceguard.sim.marks import MarkKind
+from graceguard.sim.pods import End, SimPod
+from graceguard.sim.scenario import read_scenario
+from graceguard.sim.world import Mode, World
+
+START = dt.datetime(2026, 11, 20, tzinfo=dt.UTC)
+MIN = dt.timedelta(minutes=1)
+
+
+def run(doc: dict[str, Any], mode: Mode) -> World:
+    return runner.run_mode(read_scenario(doc), mode).world
+
+
+def pod(world: World, name: str) -> SimPod:
+    return next(p for p in world.pods if p.name == name)
+
+
+def two_nodes(pods: list[dict[str, Any]], actor: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    return {
+        "start": "2026-11-20T00:00:00Z",
+        "nodes": [
+            {"name": "n1", "group": "g", "zone": "a"},
+            {"name": "n2", "group": "g", "zone": "b"},
+        ],
+        "pods": pods,
+        "actors": [actor],
+        **extra,
+    }
+
+
+# ---- cluster-autoscaler ------------------------------------------------------------------------
+
+
+def ca(events: list[dict[str, Any]], **settings: Any) -> dict[str, Any]:
+    return {"type": "cluster-autoscaler", "events": events, **settings}
+
+
+def test_ca_caps_the_grace_period_and_deletes_the_node() -> None:
+    doc = two_nodes(
+        [{"name": "job", "node": "n1", "work": "2h", "grace": 7200, "owner": "Job/j"}],
+        ca([{"at": "30m", "node": "n1"}]),
+    )
+    world = run(doc, Mode.WITHOUT)
+    job = pod(world, "job")
+    assert job.sigterm_at == START + 40 * MIN  # unneeded for 10 minutes
+    assert job.end == START + 50 * MIN  # 600 s later
+    assert job.end_kind is End.KILLED and job.premature
+    assert world.nodes["n1"].end == job.end
+
+
+def test_ca_settings_are_read() -> None:
+    doc = two_nodes(
+        [{"name": "job", "node": "n1", "work": "2h", "grace": 7200, "owner": "Job/j"}],
+        ca([{"at": "30m", "node": "n1"}], scaleDownUnneededTime="2m", maxGracefulTerminationSec=60),
+    )
+    job = pod(run(doc, Mode.WITHOUT), "job")
+    assert job.sigterm_at == START + 32 * MIN
+    assert job.end == START + 33 * MIN
+
+
+def test_ca_does_not_remove_a_node_with_safe_to_evict_false_or_a_bare_pod() -> None:
+    for extra in (
+        {
+            "owner": "Job/j",
+            "annotations": {"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"},
+        },
+        {},
+    ):
+        doc = two_nodes(
+            [{"name": "job", "node": "n1", "work": "1h", "grace": 30, **extra}],
+            ca([{"at": "10m", "node": "n1"}]),
+        )
+        world = run(doc, Mode.WITHOUT)
+        job = pod(world, "job")
+        assert job.end_kind is End.COMPLETED
+        # removed once the job is gone and the node has been unneeded ten more minutes
+        assert world.nodes["n1"].end == START + 70 * MIN
+
+
+def test_ca_unneeded_clock_starts_over_while_blocked() -> None:
+    doc = two_nodes(
+        [
+            {"name": "svc", "node": "n1", "owner": "Deployment/s"},
+            {"name": "job", "node": "n1", "work": "30m", "owner": "Job/j", "grace": 30,
+             "annotations": {"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"}},
+        ],
+        ca([{"at": "0s", "node": "n1"}]),
+    )  # fmt: skip
+    world = run(doc, Mode.WITHOUT)
+    assert pod(world, "svc").sigterm_at == START + 40 * MIN
+
+
+def test_ca_with_graceguard_honours_the_projection_and_drains_with_own_grace() -> None:
+    doc = two_nodes(
+        [
+            {"name": "job", "node": "n1", "work": "1h", "grace": 30, "owner": "Job/j",
+             "annotations": {"graceguard.io/min-runtime": "30m"}},
+        ],
+        ca([{"at": "0s", "node": "n1"}]),
+    )  # fmt: skip
+    world = run(doc, Mode.WITH)
+    job = pod(world, "job")
+    # blocked by the projected annotation until 00:30, unneeded 10 minutes more: request at
+    # 00:40, evicted after the 10-minute notice at 00:50 with its own grace: killed at 00:50:30
+    request = next(m for m in world.marks if m.kind is MarkKind.REQUEST)
+    assert request.at == START + 40 * MIN
+    assert job.sigterm_at == START + 50 * MIN
+    assert job.end_kind is End.KILLED  # its protection ended before its work did
+
+
+# ---- Auto Scaling group and its lifecycle hook -------------------------------------------------
+
+
+def test_asg_without_a_hook_terminates_at_once() -> None:
+    doc = two_nodes(
+        [{"name": "job", "node": "n1", "work": "1h", "grace": 3600, "owner": "Job/j"}],
+        {"type": "asg", "group": "g", "events": [{"at": "20m", "node": "n1"}]},
+    )
+    world = run(doc, Mode.WITHOUT)
+    job = pod(world, "job")
+    assert world.nodes["n1"].end == START + 20 * MIN
+    assert job.end == START + 20 * MIN and job.sigterm_at is None and job.forced
+    assert job.lost() == 20 * MIN
+
+
+def test_asg_hook_is_heartbeated_and_capped_at_100_heartbeat_timeouts() -> None:
+    doc = two_nodes(
+        [{"name": "job", "node": "n1", "work": "20h", "grace": 60, "owner": "Job/j",
+          "annotations": {"graceguard.io/protect": "true"}}],
+        {"type": "asg", "group": "g", "heartbeatTimeout": "5m",
+         "events": [{"at": "0s", "node": "n1"}]},
+    )  # fmt: skip
+    world = run(doc, Mode.WITH)
+    cap = START + 100 * 5 * MIN  # 8h20m: less than 48 hours
+    assert world.nodes["n1"].end == cap
+    beats = [m for m in world.marks if m.kind is MarkKind.HEARTBEAT]
+    assert len(beats) >= 190  # every 2m30s, half the heartbeat timeout
+    gaps = [b.at - a.at for a, b in itertools.pairwise(beats)]
+    assert max(gaps) <= dt.timedelta(minutes=5)
+    job = pod(world, "job")
+    # the cap is a deadline: the job is asked to stop its grace period before it
+    assert job.sigterm_at == cap - dt.timedelta(seconds=60)
+
+
+def test_asg_set_desired_picks_the_crowded_zone_then_the_oldest() -> None:
+    doc = {
+        "nodes": [
+            {"name": "a1", "group": "g", "zone": "a", "start": "5m"},
+            {"name": "b1", "group": "g", "zone": "b", "start": "1m"},
+            {"name": "b2", "group": "g", "zone": "b"},
+            {"name": "x", "group": "other", "zone": "b"},
+        ],
+        "pods": [{"name": "web", "node": "x"}],
+        "actors": [
+            {
+                "type": "asg",
+                "group": "g",
+                "events": [{"at": "1h", "action": "set-desired", "desired": 1}],
+            }
+        ],
+    }
+    world = run(doc, Mode.WITHOUT)
+    gone = sorted(n.name for n in world.nodes.values() if n.end is not None)
+    # b has the most instances: its oldest (b2) goes; then a and b tie and a (first by name) goes
+    assert gone == ["a1", "b2"]
+
+
+# ---- EKS managed node group ---------------------------------------------------------------------
+
+
+def test_eks_evicts_for_15_minutes_then_terminates_despite_pdbs() -> None:
+    doc = two_nodes(
+        [
+            {"name": "db", "node": "n1", "owner": "StatefulSet/db", "labels": {"app": "db"}},
+            {"name": "job", "node": "n1", "work": "1h", "grace": 7200, "owner": "Job/j"},
+        ],
+        {"type": "eks-nodegroup", "group": "g", "events": [{"at": "10m", "node": "n1"}]},
+        pdbs=[{"name": "db", "selector": {"app": "db"}, "minAvailable": 1}],
+    )
+    world = run(doc, Mode.WITHOUT)
+    db, job = pod(world, "db"), pod(world, "job")
+    assert world.nodes["n1"].end == START + 25 * MIN
+    assert db.sigterm_at is None and db.end_kind is End.KILLED and db.forced  # the PDB held it
+    assert job.sigterm_at == START + 10 * MIN and job.end_kind is End.KILLED
+    assert world.nodes["n1"].cordoned
+
+
+# ---- spot ------------------------------------------------------------------------------------
+
+
+def test_spot_reclaims_two_minutes_after_the_notice() -> None:
+    doc = two_nodes(
+        [
+            {
+                "name": "job",
+                "node": "n1",
+                "work": "1h",
+                "grace": 30,
+                "checkpoint": "20s",
+                "owner": "Job/j",
+            }
+        ],
+        {"type": "spot", "events": [{"at": "30m", "node": "n1"}]},
+    )
+    without = run(doc, Mode.WITHOUT)
+    assert without.nodes["n1"].end == START + 32 * MIN
+    assert pod(without, "job").lost() == 32 * MIN
+    guarded = run(doc, Mode.WITH)
+    job = pod(guarded, "job")
+    assert guarded.nodes["n1"].end == START + 32 * MIN
+    assert job.sigterm_at == START + 32 * MIN - dt.timedelta(seconds=30)
+    assert job.end_kind is End.CHECKPOINTED and job.lost() == dt.timedelta(0)
+    replacement = pod(guarded, "job-r1")
+    assert replacement.saved == job.done(job.sigterm_at)
+
+
+# ---- OS shutdown -------------------------------------------------------------------------------
+
+
+def test_kubelet_graceful_shutdown_stops_regular_then_critical_pods() -> None:
+    doc = two_nodes(
+        [
+            {"name": "web", "node": "n1", "owner": "Deployment/w", "grace": 60, "stop": "25s"},
+            {"name": "log", "node": "n1", "owner": "DaemonSet/l", "grace": 30, "stop": "5s",
+             "priority": 2000001000},
+        ],
+        {"type": "node-shutdown", "shutdownGracePeriod": "30s",
+         "shutdownGracePeriodCriticalPods": "10s", "events": [{"at": "1m", "node": "n1"}]},
+    )  # fmt: skip
+    world = run(doc, Mode.WITHOUT)
+    web, log = pod(world, "web"), pod(world, "log")
+    t = START + MIN
+    assert web.sigterm_at == t and web.grace_end == t + dt.timedelta(seconds=20)
+    assert web.end_kind is End.KILLED  # needed 25 s, got 20
+    assert log.sigterm_at == t + dt.timedelta(seconds=20) and log.end_kind is End.STOPPED
+    assert world.nodes["n1"].end == t + dt.timedelta(seconds=25)  # released once all are gone
+
+
+def test_shutdown_off_as_shipped_kills_everything() -> None:
+    doc = two_nodes(
+        [{"name": "web", "node": "n1", "owner": "Deployment/w"}],
+        {"type": "node-shutdown", "events": [{"at": "1m", "node": "n1"}]},
+    )
+    world = run(doc, Mode.WITHOUT)
+    assert pod(world, "web").end_kind is End.KILLED
+    assert world.nodes["n1"].end == START + MIN
+
+
+# ---- upgrade and expiry -------------------------------------------------------------------------
+
+
+def test_upgrade_adds_a_surge_node_and_honours_pdbs_for_an_hour() -> None:
+    doc = two_nodes(
+        [
+            {
+                "name": "db",
+                "node": "n1",
+                "owner": "StatefulSet/db",
+                "labels": {"app": "db"},
+                "grace": 30,
+                "stop": "20s",
+            }
+        ],
+        {"type": "upgrade", "events": [{"at": "0s", "node": "n1"}]},
+        pdbs=[{"name": "db", "selector": {"app": "db"}, "minAvailable": 1}],
+    )
+    world = run(doc, Mode.WITHOUT)
+    assert "n1-upgraded" in world.nodes
+    db = pod(world, "db")
+    assert db.sigterm_at == START + 60 * MIN and db.forced
+    assert world.nodes["n1"].end == START + 60 * MIN + dt.timedelta(seconds=20)
+
+
+def test_expiry_announces_then_releases_the_instance() -> None:
+    doc = two_nodes(
+        [{"name": "job", "node": "n1", "work": "1h", "grace": 600, "owner": "Job/j"}],
+        {
+            "type": "expiry",
+            "notice": "5m",
+            "maxGrace": "1m",
+            "events": [{"at": "30m", "node": "n1"}],
+        },
+    )
+    world = run(doc, Mode.WITHOUT)
+    announced = next(m for m in world.marks if m.kind is MarkKind.ANNOUNCED)
+    assert announced.at == START + 25 * MIN
+    job = pod(world, "job")
+    assert job.sigterm_at == START + 30 * MIN and job.forced
+    assert world.nodes["n1"].end == START + 31 * MIN
+    guarded = run(doc, Mode.WITH)
+    request = next(m for m in guarded.marks if m.kind is MarkKind.REQUEST)
+    assert request.at == START + 25 * MIN
+
+
+# ---- pods --------------------------------------------------------------------------------------
+
+
+def test_pgbouncer_style_stop_waits_for_its_clients() -> None:
+    doc = two_nodes(
+        [
+            {
+                "name": "pgb",
+                "node": "n1",
+                "owner": "Deployment/pgb",
+                "grace": 3600,
+                "stop": "clients",
+            },
+            {"name": "client", "node": "n2", "work": "30m", "owner": "Job/c", "uses": "pgb"},
+        ],
+        {"type": "upgrade", "surge": False, "events": [{"at": "10m", "node": "n1"}]},
+    )
+    world = run(doc, Mode.WITHOUT)
+    pgb, client = pod(world, "pgb"), pod(world, "client")
+    assert client.end_kind is End.COMPLETED
+    assert pgb.end == client.end and pgb.end_kind is End.STOPPED
+    assert pod(world, "pgb-r1").started == START + 10 * MIN + dt.timedelta(seconds=30)
+
+
+def test_a_broken_connection_kills_the_client_and_its_replacement_rebinds() -> None:
+    doc = two_nodes(
+        [
+            {"name": "pgb", "node": "n1", "owner": "Deployment/pgb", "count": 2, "stagger": "0s"},
+            {"name": "client", "node": "n2", "work": "30m", "owner": "Job/c", "uses": "pgb-0"},
+        ],
+        {"type": "spot", "events": [{"at": "10m", "node": "n1"}]},
+        nodes=[
+            {"name": "n1", "group": "g", "zone": "a"},
+            {"name": "n2", "group": "g", "zone": "b"},
+        ],
+    )
+    doc["pods"][0]["node"] = ["n1", "n2"]
+    world = run(doc, Mode.WITHOUT)
+    client = pod(world, "client")
+    assert client.end_kind is End.KILLED and "connection" in client.end_cause
+    assert pod(world, "client-r1").uses in ("pgb-1", "pgb-0-r1")
+
+
+def test_bare_pods_are_not_replaced_and_jobs_restart_from_zero() -> None:
+    doc = two_nodes(
+        [
+            {"name": "bare", "node": "n1", "work": "1h"},
+            {"name": "job", "node": "n1", "work": "1h", "owner": "Job/j"},
+        ],
+        {"type": "spot", "events": [{"at": "10m", "node": "n1"}]},
+    )
+    world = run(doc, Mode.WITHOUT)
+    assert not any(p.name.startswith("bare-r") for p in world.pods)
+    replacement = pod(world, "job-r1")
+    assert replacement.saved == dt.timedelta(0) and replacement.node == "n2"

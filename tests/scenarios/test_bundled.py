@@ -1,0 +1,210 @@
+"""The bundled scenarios tell their stories: the losses without graceguard, none with it.
+
+The concrete figures are the simulator's answer for each story (worked out by hand in the
+comments); a change in them is a change in the model and should be looked at.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import pathlib
+from collections.abc import Callable
+
+import pytest
+
+from graceguard.sim.marks import MarkKind
+from graceguard.sim.outcome import Outcome
+from graceguard.sim.pods import End
+from graceguard.sim.runner import Run, ScenarioRun
+
+BUNDLED = sorted(p.stem for p in (pathlib.Path(__file__).parents[2] / "scenarios").glob("*.yaml"))
+VOLUNTARY = [
+    "asg-azrebalance-pgbouncer",
+    "cluster-autoscaler-2h-job",
+    "eks-desired-size-1h-jobs",
+    "expiry-10m-notice",
+    "upgrade-nightly-window-min-runtime",
+]
+Figures = Callable[[str], Outcome]
+Runs = Callable[[str], ScenarioRun]
+
+# name: (premature, killed, work lost pod-h, forced) without, then with graceguard
+EXPECTED = {
+    # AZRebalance terminates app-a1: pgbouncer-0 and the two reports on it die with it, the two
+    # reports on app-a2 lose their connection; 30+25+20+15 minutes of work lost.
+    "asg-azrebalance-pgbouncer": ((4, 5, 1.5, 5), (0, 0, 0.0, 0)),
+    # The 2-hour job is evicted at 21:30 with grace capped at 600 s: killed at 21:40, 1h40m done.
+    "cluster-autoscaler-2h-job": ((1, 1, 1.667, 0), (0, 0, 0.0, 0)),
+    # Four one-hour jobs with 20, 30, 40, 50 minutes left are killed 15 minutes after EKS evicts.
+    "eks-desired-size-1h-jobs": ((4, 4, 2.667, 0), (0, 0, 0.0, 0)),
+    # The transcode gets SIGTERM at expiry and 30 s: killed with 40m30s of its 50m done.
+    "expiry-10m-notice": ((1, 1, 0.675, 2), (0, 0, 0.0, 0)),
+    # Everything on worker-1 is killed at power-off; the report loses its 30 minutes. With
+    # graceguard the report still stops early (imminent) but checkpoints; nothing is killed.
+    "os-shutdown-critical-logging": ((1, 5, 0.5, 5), (1, 0, 0.0, 0)),
+    # Three render jobs (1h32m, 1h12m, 52m done) die with the spot instance; with graceguard they
+    # checkpoint before it goes.
+    "spot-interruption-checkpointing": ((3, 4, 3.6, 4), (3, 0, 0.0, 0)),
+    # The platform drains at 01:00; the 3-hour step (started 23:30) is killed at 01:05.
+    "upgrade-nightly-window-min-runtime": ((1, 1, 1.583, 0), (0, 0, 0.0, 0)),
+}
+
+
+def test_there_is_a_scenario_per_story() -> None:
+    assert set(BUNDLED) == set(EXPECTED)
+    assert len(BUNDLED) >= 7
+
+
+@pytest.mark.parametrize("name", BUNDLED)
+def test_figures(name: str, figures_of: Figures) -> None:
+    o = figures_of(name)
+    without, guarded = EXPECTED[name]
+    got_without = (
+        o.without.premature,
+        o.without.killed,
+        round(o.without.work_lost_hours, 3),
+        o.without.forced,
+    )
+    got_with = (
+        o.guarded.premature,
+        o.guarded.killed,
+        round(o.guarded.work_lost_hours, 3),
+        o.guarded.forced,
+    )
+    assert got_without == without
+    assert got_with == guarded
+    assert not o.without.truncated and not o.guarded.truncated
+
+
+@pytest.mark.parametrize("name", BUNDLED)
+def test_the_story_loses_work_without_graceguard(name: str, figures_of: Figures) -> None:
+    o = figures_of(name)
+    assert o.without.premature > 0
+    assert o.without.work_lost_hours > 0
+    assert o.guarded.work_lost_hours == 0
+
+
+@pytest.mark.parametrize("name", VOLUNTARY)
+def test_no_premature_kill_with_graceguard_in_voluntary_scenarios(
+    name: str, figures_of: Figures
+) -> None:
+    o = figures_of(name)
+    assert o.voluntary
+    assert o.guarded.premature == 0
+    assert o.guarded.killed == 0
+    assert o.extra_node_hours >= 0
+
+
+def test_imminent_scenarios_are_marked_so(figures_of: Figures) -> None:
+    imminent = {n for n in BUNDLED if not figures_of(n).voluntary}
+    assert imminent == {"os-shutdown-critical-logging", "spot-interruption-checkpointing"}
+    assert imminent | set(VOLUNTARY) == set(BUNDLED)
+
+
+@pytest.mark.parametrize("name", BUNDLED)
+def test_every_voluntary_eviction_came_after_its_scheduled_notice(
+    name: str, run_of: Runs, figures_of: Figures
+) -> None:
+    """The controller checks each voluntary eviction against the pod's ScheduledEviction."""
+    run = run_of(name).guarded
+    assert run.violations == ()
+    voluntary_evictions = [
+        m for m in run.world.marks if m.kind is MarkKind.EVICT and "graceguard" in m.text
+    ]
+    if figures_of(name).voluntary:
+        for mark in voluntary_evictions:
+            notices = [
+                n
+                for n in run.world.marks
+                if n.kind is MarkKind.SCHEDULED and n.pod == mark.pod and n.at <= mark.at
+            ]
+            assert notices, mark
+            assert mark.at - notices[-1].at >= dt.timedelta(minutes=10)
+
+
+@pytest.mark.parametrize("name", BUNDLED)
+def test_runs_are_consistent(name: str, run_of: Runs) -> None:
+    for run in (run_of(name).without, run_of(name).guarded):
+        _consistent(run)
+
+
+def _consistent(run: Run) -> None:
+    world = run.world
+    for pod in world.pods:
+        if pod.started is not None:
+            assert pod.created <= pod.started
+            node = world.nodes[pod.node or ""]
+            assert node.start <= pod.started
+            if node.end is not None:
+                assert pod.end is not None and pod.end <= node.end
+        if pod.end is not None:
+            assert pod.started is not None and pod.started <= pod.end
+            if pod.sigterm_at is not None:
+                assert pod.sigterm_at <= pod.end
+                assert pod.grace_end is not None and pod.end <= pod.grace_end
+            if pod.end_kind is End.COMPLETED:
+                assert pod.work is not None and pod.done(pod.end) == pod.work
+        assert dt.timedelta(0) <= pod.lost() <= (pod.work or dt.timedelta(0))
+    ends = [m for m in world.marks if m.kind is MarkKind.END]
+    assert len({m.pod for m in ends}) == len(ends)  # no pod ends twice
+
+
+def test_pgbouncer_keeps_a_ready_replica_with_graceguard(run_of: Runs) -> None:
+    """The PDB (minAvailable 1) holds at every instant of the guarded run."""
+    world = run_of("asg-azrebalance-pgbouncer").guarded.world
+    bouncers = [p for p in world.pods if p.spec.labels.get("app") == "pgbouncer"]
+    instants = sorted({t for p in bouncers for t in (p.started, p.sigterm_at, p.end) if t})
+    for t in instants:
+        ready = [
+            p
+            for p in bouncers
+            if p.started is not None
+            and p.started <= t
+            and (p.sigterm_at is None or p.sigterm_at > t)
+            and (p.end is None or p.end > t)
+        ]
+        assert len(ready) >= 1, t
+
+
+def test_the_lifecycle_hook_is_held_with_heartbeats(run_of: Runs) -> None:
+    run = run_of("eks-desired-size-1h-jobs").guarded
+    beats = [m for m in run.world.marks if m.kind is MarkKind.HEARTBEAT]
+    release = [m for m in run.world.marks if m.kind is MarkKind.RELEASE]
+    assert beats and release
+    assert all(b.at < release[0].at for b in beats)
+    node = run.world.nodes["batch-b1"]
+    assert node.end == release[0].at
+
+
+def test_the_upgrade_waits_for_the_window_and_the_minimum_runtime(run_of: Runs) -> None:
+    run = run_of("upgrade-nightly-window-min-runtime").guarded
+    world = run.world
+    window = world.start.replace(hour=2) + dt.timedelta(days=1)
+    evictions = [m for m in world.marks if m.kind is MarkKind.EVICT]
+    assert evictions and all(m.at >= window for m in evictions)
+    features = next(p for p in world.pods if p.name == "features")
+    assert features.end_kind is End.COMPLETED
+    assert world.nodes["pool-1"].end == features.end
+
+
+def test_log_shippers_stop_last_on_shutdown(run_of: Runs) -> None:
+    world = run_of("os-shutdown-critical-logging").guarded.world
+    on_node = [p for p in world.pods if p.node == "worker-1" and p.end is not None]
+    critical = [p for p in on_node if p.spec.priority >= 2_000_000_000]
+    regular = [p for p in on_node if p.spec.priority < 2_000_000_000]
+    assert critical and regular
+    assert max(p.end for p in regular if p.end) <= min(
+        p.sigterm_at for p in critical if p.sigterm_at
+    )
+    assert all(p.end_kind is End.STOPPED for p in critical)
+
+
+def test_the_autoscaler_leaves_the_protected_node_until_the_job_is_done(run_of: Runs) -> None:
+    run = run_of("cluster-autoscaler-2h-job").guarded
+    train = next(p for p in run.world.pods if p.name == "train")
+    # graceguard projected its protection onto the annotation the autoscaler obeys
+    assert train.annotations.get("cluster-autoscaler.kubernetes.io/safe-to-evict") == "false"
+    assert "safe-to-evict" in train.annotations.get("graceguard.io/projected", "")
+    assert train.end_kind is End.COMPLETED and train.end is not None
+    node_end = run.world.nodes["pool-1"].end
+    assert node_end is not None and node_end >= train.end + dt.timedelta(minutes=10)
