@@ -15,6 +15,7 @@ import io
 from collections.abc import Sequence
 
 from graceguard.domain import durations
+from graceguard.sim import outcome
 from graceguard.sim.marks import MarkKind
 from graceguard.sim.pods import End, SimPod
 from graceguard.sim.runner import Run, ScenarioRun
@@ -96,11 +97,30 @@ class Panel:
 
 
 def layout(result: ScenarioRun) -> tuple[Panel, Panel]:
-    end = result.end + max((result.end - result.scenario.start) / 40, dt.timedelta(minutes=1))
+    """Both runs on one clock, from a little before the first disruption to the end."""
+    start, end = view(result)
     return (
-        _panel(result.without, "without graceguard", result.scenario.start, end),
-        _panel(result.guarded, "with graceguard", result.scenario.start, end),
+        _panel(result.without, "without graceguard", start, end),
+        _panel(result.guarded, "with graceguard", start, end),
     )
+
+
+def view(result: ScenarioRun) -> tuple[dt.datetime, dt.datetime]:
+    """The stretch of time worth drawing: as much before the first disruption as after it (at
+    least 10 minutes), never before the scenario starts."""
+    scenario = result.scenario
+    events = [scenario.start + e.at for a in scenario.actors for e in a.events]
+    marks = [
+        m.at
+        for run in (result.without, result.guarded)
+        for m in run.world.marks
+        if m.kind in (MarkKind.REQUEST, MarkKind.ANNOUNCED, MarkKind.CORDON, MarkKind.NODE_END)
+    ]
+    first = min(events + marks, default=scenario.start)
+    before = max(result.end - first, dt.timedelta(minutes=10))
+    start = max(result.scenario.start, first - before)
+    end = result.end + max((result.end - start) / 40, dt.timedelta(minutes=1))
+    return start, end
 
 
 def _panel(run: Run, title: str, start: dt.datetime, end: dt.datetime) -> Panel:
@@ -111,7 +131,7 @@ def _panel(run: Run, title: str, start: dt.datetime, end: dt.datetime) -> Panel:
     lane_of_pod: dict[str, int] = {}
     lane = 0
     for node in world.nodes.values():
-        if node.start > end:
+        if node.start > end or (node.end is not None and node.end < start):
             continue
         pods = sorted(
             (p for p in world.pods if p.node == node.name and p.started is not None),
@@ -146,10 +166,12 @@ def _panel(run: Run, title: str, start: dt.datetime, end: dt.datetime) -> Panel:
         for pod, i in placed:
             assert pod.started is not None
             lane_of_pod[pod.name] = lane + i
+            if pod.end is not None and pod.end < start:
+                continue
             bars.append(
                 Bar(
                     lane=lane + i,
-                    start=pod.started,
+                    start=max(pod.started, start),
                     end=pod.end or end,
                     sigterm=pod.sigterm_at,
                     service=pod.work is None,
@@ -173,7 +195,7 @@ def _panel(run: Run, title: str, start: dt.datetime, end: dt.datetime) -> Panel:
     }
     for mark in world.marks:
         kind = shown.get(mark.kind)
-        if kind is None:
+        if kind is None or mark.at < start:
             continue
         if mark.pod is not None and mark.pod in lane_of_pod:
             at_lane = lane_of_pod[mark.pod]
@@ -230,7 +252,10 @@ def html(results: Sequence[ScenarioRun]) -> str:
         panels = layout(result)
         svg = "".join(_svg_panel(p) for p in panels)
         s = result.scenario
-        sections.append(f"<section><h2>{_e(s.name)}</h2><p>{_e(s.description)}</p>{svg}</section>")
+        sections.append(
+            f"<section><h2>{_e(s.name)}</h2><p>{_e(s.description)}</p>"
+            f"<p class='figures'>{_e(summary(result))}</p>{svg}</section>"
+        )
     legend = "".join(
         f'<span class="key"><i style="background:{COLORS[k]}"></i>{_e(text)}</span>'
         for k, text in LEGEND
@@ -239,6 +264,7 @@ def html(results: Sequence[ScenarioRun]) -> str:
         "<!doctype html><html><head><meta charset='utf-8'><title>graceguard simulation</title>"
         "<style>body{font:14px system-ui,sans-serif;margin:24px;color:#222;max-width:1240px}"
         "h2{margin:28px 0 4px}p{margin:4px 0 10px;max-width:1100px;color:#444}"
+        ".figures{font-weight:600;color:#222}"
         "svg{display:block;margin:6px 0 14px}.key{margin-right:14px;white-space:nowrap}"
         ".key i{display:inline-block;width:12px;height:12px;margin-right:4px;"
         "vertical-align:-1px;border-radius:2px}"
@@ -248,6 +274,18 @@ def html(results: Sequence[ScenarioRun]) -> str:
         + "".join(sections)
         + "</body></html>\n"
     )
+
+
+def summary(result: ScenarioRun) -> str:
+    """The figures in one line: what each run cost."""
+    o = outcome.outcome(result)
+    parts = []
+    for f in (o.without, o.guarded):
+        parts.append(
+            f"{f.mode}: {f.premature} premature, {f.killed} killed, "
+            f"{f.work_lost_hours:.2f} pod-h of work lost, {f.forced} forced"
+        )
+    return " · ".join(parts) + f" · extra node-hours {o.extra_node_hours:+.2f}"
 
 
 def _svg_panel(panel: Panel) -> str:

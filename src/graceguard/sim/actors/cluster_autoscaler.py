@@ -30,6 +30,7 @@ import datetime as dt
 from graceguard.domain import annotations as ann
 from graceguard.domain import budgets, disruption
 from graceguard.sim.actors.base import Actor, Drain
+from graceguard.sim.marks import MarkKind
 from graceguard.sim.pods import SimPod
 from graceguard.sim.scenario import EventSpec
 
@@ -118,6 +119,7 @@ class ClusterAutoscaler(Actor):
             self.world.cordon(node, now, f"{SOURCE} (ToBeDeleted taint)")
             self.request(node, SOURCE, now, disruption.DisruptionClass.VOLUNTARY, on_release=end)
             return
+        self.world.mark(now, MarkKind.REQUEST, node, text=f"{SOURCE} scale-down")
         self.world.cordon(node, now, f"{SOURCE} (ToBeDeleted taint)")
         self.drains.append(
             Drain(

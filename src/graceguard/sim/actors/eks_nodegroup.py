@@ -19,6 +19,7 @@ import datetime as dt
 from graceguard.sim.actors.asg import AutoScalingGroup
 from graceguard.sim.actors.base import Drain
 from graceguard.sim.kinds import SET_DESIRED
+from graceguard.sim.marks import MarkKind
 
 
 class EksNodeGroup(AutoScalingGroup):
@@ -30,6 +31,7 @@ class EksNodeGroup(AutoScalingGroup):
         return "eks-nodegroup-scale-in" if action in ("scale-in", SET_DESIRED) else action
 
     def unguarded(self, node: str, source: str, now: dt.datetime) -> None:
+        self.world.mark(now, MarkKind.REQUEST, node, text=f"{source}: EKS drains for 15 minutes")
         self.world.cordon(node, now, source)
         self.drains.append(
             Drain(

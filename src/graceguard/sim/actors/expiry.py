@@ -59,6 +59,7 @@ class Expiry(Actor):
         assert event.node is not None
         if not self.world.nodes[event.node].alive(now):
             return
+        self.world.mark(now, MarkKind.REQUEST, event.node, text="expired: instance released")
         self.world.cordon(event.node, now, SOURCE)
         self.drains.append(
             Drain(

@@ -20,6 +20,7 @@ import datetime as dt
 
 from graceguard.domain import disruption
 from graceguard.sim.actors.base import Actor, Drain
+from graceguard.sim.marks import MarkKind
 from graceguard.sim.scenario import EventSpec
 
 SOURCE = "upgrade"
@@ -49,6 +50,7 @@ class Upgrade(Actor):
                 event.node, SOURCE, now, disruption.DisruptionClass.VOLUNTARY, on_release=end
             )
             return
+        self.world.mark(now, MarkKind.REQUEST, event.node, text="platform upgrade: drain")
         self.world.cordon(event.node, now, SOURCE)
         self.drains.append(
             Drain(
