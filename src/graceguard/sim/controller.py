@@ -109,7 +109,7 @@ class Controller:
                 and request.disruption_class is disruption.DisruptionClass.VOLUNTARY
                 and not self._pulled_by_deadline(request, pod.spec.grace, pod.spec.priority, now)
             ):
-                self._check_lead(pod.key, pod.name, now)
+                self._check_voluntary(pod.key, pod.name, request.source, now)
             return world.sigterm(
                 pod,
                 now,
@@ -159,12 +159,23 @@ class Controller:
         latest = deadline - dt.timedelta(seconds=grace + sum(reserve.values()))
         return now >= latest
 
-    def _check_lead(self, key: str, name: str, now: dt.datetime) -> None:
+    def _check_voluntary(self, key: str, name: str, source: str, now: dt.datetime) -> None:
+        """A voluntary eviction with room before any deadline: after the pod's protection, inside
+        a maintenance window where the policy names one for the source, and at least the notice
+        lead after its ``ScheduledEviction``."""
         told = self._scheduled.get(key)
         lead = self.policy.notice_lead
         pod = self.world.pod(key)
         if pod is not None:
-            lead = self.reader.read(self.world.kube_pod(pod), now).notice_lead
+            prot = self.reader.read(self.world.kube_pod(pod), now)
+            lead = prot.notice_lead
+            if prot.active(now):
+                self.violations.append(
+                    Violation(now, name, f"evicted while protected until {prot.protected_until}")
+                )
+        windows = self.policy.windows_for(source)
+        if windows and not any(w.opening_at(now) for w in windows):
+            self.violations.append(Violation(now, name, "evicted outside every maintenance window"))
         if told is None:
             self.violations.append(Violation(now, name, "evicted without a ScheduledEviction"))
         elif now - told < lead:
