@@ -267,6 +267,8 @@ def plan_node(
             if request.hold is not None:
                 if now >= request.hold.heartbeat_due:
                     out.append(act.ExtendHold(request.id, request.node))
+                    # The heartbeat restarts the hold's timeout: wake for the one after it.
+                    wake.at_least(now + request.hold.heartbeat_timeout / 2, now)
                 else:
                     wake.at_least(request.hold.heartbeat_due, now)
     return out, plans, wake.at
