@@ -7,9 +7,10 @@ import dataclasses
 import datetime as dt
 
 from graceguard.domain import annotations as ann
-from graceguard.domain import cluster, disruption, notices, policy, times
+from graceguard.domain import cluster, disruption, notices, policy, protection, times
+from graceguard.domain import windows as win
 from graceguard.engine import actions as act
-from graceguard.engine import reconciler
+from graceguard.engine import decision, reconciler
 
 NOW = dt.datetime(2026, 6, 15, 0, 0, tzinfo=dt.UTC)
 MIN = dt.timedelta(minutes=1)
@@ -52,6 +53,37 @@ def test_after_a_heartbeat_the_engine_wakes_for_the_next_one() -> None:
     r = reconciler.reconcile(snapshot=snap, requests=[request(hold=hold)], pol=pol, now=NOW)
     assert "ExtendHold" in kinds(r.actions)
     assert r.next_wakeup == NOW + 30 * MIN
+
+
+def test_an_overdue_eviction_waits_for_the_next_window() -> None:
+    """Found by the window check: a pod told for 00:06 in the window 00:00-00:45, then held by a
+    budget, was evicted (or force-deleted after pdbMaxWait) at 01:06 with no window open."""
+    window = win.MaintenanceWindow.create(schedule="0 */2 * * *", duration="45m")
+    pol = policy.Policy(maintenance_windows=(window,), notice_lead=MIN)
+    told = pod(
+        "web-0",
+        notice_stage=notices.NoticeReason.SCHEDULED.value,
+        annotations={
+            ann.EVICTION_AT: "2026-06-15T00:06:00Z",
+            ann.EVICTION_REASON: "upgrade",
+            ann.BLOCKED_SINCE: "2026-06-15T00:06:00Z",
+        },
+    )
+    now = NOW + HOUR + 6 * MIN
+    prot = protection.read_protection(
+        told.annotations, start_time=told.start_time, now=now, limits=pol.limits
+    )
+    d = decision.decide(pod=told, prot=prot, request=request(), pol=pol, now=now)
+    assert d.eviction_at == NOW + 2 * HOUR
+    assert d.opening == win.Opening(NOW + 2 * HOUR, NOW + 2 * HOUR + 45 * MIN)
+    assert d.renominate
+    assert [b.rule for b in d.blocked_by] == ["window"]
+    # Still inside the window it was told for, an overdue eviction goes now, in that window.
+    inside = NOW + 30 * MIN
+    d = decision.decide(pod=told, prot=prot, request=request(), pol=pol, now=inside)
+    assert d.eviction_at == NOW + 6 * MIN
+    assert d.opening == win.Opening(NOW, NOW + 45 * MIN)
+    assert not d.renominate
 
 
 # --- everyday paths ------------------------------------------------------------------------------

@@ -124,12 +124,15 @@ def decide(
     if request.disruption_class is disruption.DisruptionClass.VOLUNTARY:
         windows = pol.windows_for(request.source)
         if windows:
-            found = win.earliest_in_windows(windows, target, skip=used_windows)
+            # An overdue eviction (told, then held by a budget) happens now, not at its planned
+            # time: it needs a window open now, else it moves to the next one.
+            probe = max(target, now)
+            found = win.earliest_in_windows(windows, probe, skip=used_windows)
             if found is None:
                 blockers.append(Blocker("window", "no maintenance window ever opens", None))
             else:
                 at, opening = found
-                if at > target:
+                if at > probe:
                     blockers.append(
                         Blocker(
                             "window",
