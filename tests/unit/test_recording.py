@@ -190,3 +190,34 @@ def test_a_pod_that_finished_is_not_a_termination() -> None:
     raw["status"]["phase"] = "Succeeded"
     asyncio.run(observer.on_pod("DELETED", raw))
     assert fake_ledger.records == {}
+
+
+def test_a_forced_delete_with_no_grace_is_recorded_as_forced() -> None:
+    fake_ledger, events = FakeLedger(), FakeEvents()
+    observer = _observer(fake_ledger, events)
+    raw = _pod(deleted=NOW, grace=0, annotations={})
+
+    async def watch() -> None:
+        await observer.on_pod("MODIFIED", raw)
+        raw["status"]["phase"] = "Failed"  # kwok and the kubelet end it so
+        await observer.on_pod("DELETED", raw)
+
+    asyncio.run(watch())
+    (record,) = fake_ledger.records.values()
+    assert record.forced
+    assert record.given_grace_seconds == 0
+
+
+def test_a_finished_pod_deleted_later_is_not_a_termination() -> None:
+    fake_ledger, events = FakeLedger(), FakeEvents()
+    observer = _observer(fake_ledger, events)
+    raw = _pod(deleted=NOW + dt.timedelta(seconds=30), grace=30, annotations={})
+    raw["status"]["phase"] = "Succeeded"
+
+    async def watch() -> None:
+        await observer.on_pod("MODIFIED", raw)
+        await observer.on_pod("DELETED", raw)
+
+    asyncio.run(watch())
+    assert fake_ledger.records == {}
+    assert events.events == []

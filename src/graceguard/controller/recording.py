@@ -100,7 +100,9 @@ class TerminationObserver:
         self._events: collections.OrderedDict[str, list[termination.ObservedEvent]] = (
             collections.OrderedDict()
         )
-        self._reported: set[str] = set()
+        self._phase_at_deletion: dict[str, str] = {}
+        """Pod uid -> its phase when its deletion was first seen: a pod that had finished its
+        work before it was deleted (a Job's pod cleaned up) did not terminate early."""
 
     async def on_event(self, _event_type: str, raw: dict[str, Any]) -> None:
         found = terminations.event_from_manifest(raw)
@@ -118,12 +120,14 @@ class TerminationObserver:
         meta = raw.get("metadata") or {}
         uid = str(meta.get("uid", ""))
         if event_type == "DELETED":
-            await self._record(raw, uid)
+            if not self._finished_before(raw, uid):
+                await self._record(raw, uid)
             self._events.pop(uid, None)
-            self._reported.discard(uid)
-        elif meta.get("deletionTimestamp") and uid not in self._reported:
-            self._reported.add(uid)
-            await self._report_if_premature(raw)
+            self._phase_at_deletion.pop(uid, None)
+        elif meta.get("deletionTimestamp") and uid not in self._phase_at_deletion:
+            self._phase_at_deletion[uid] = str((raw.get("status") or {}).get("phase", ""))
+            if not self._finished_before(raw, uid):
+                await self._report_if_premature(raw)
 
     def _protected_until(self, raw: dict[str, Any]) -> dt.datetime | None:
         try:
@@ -135,15 +139,16 @@ class TerminationObserver:
         )
         return spec.until(pod.start_time, self._clock())
 
-    def _finished_before(self, raw: dict[str, Any]) -> bool:
-        phase = (raw.get("status") or {}).get("phase")
-        return phase in ("Succeeded", "Failed") and not (raw.get("metadata") or {}).get(
-            "deletionGracePeriodSeconds"
-        )
+    def _finished_before(self, raw: dict[str, Any], uid: str) -> bool:
+        """The pod had finished (Succeeded or Failed) before its deletion began."""
+        phase = self._phase_at_deletion.get(uid)
+        if phase is None:  # deletion not seen (e.g. a restart): judge by the final state
+            phase = str((raw.get("status") or {}).get("phase", ""))
+            if (raw.get("metadata") or {}).get("deletionGracePeriodSeconds") is not None:
+                return False
+        return phase in ("Succeeded", "Failed")
 
     async def _report_if_premature(self, raw: dict[str, Any]) -> None:
-        if self._finished_before(raw):
-            return
         uid = str((raw.get("metadata") or {}).get("uid", ""))
         try:
             eviction = ledger.latest_eviction(await self._ledger.evictions_for(uid))
@@ -172,8 +177,6 @@ class TerminationObserver:
             log.warning("cannot post PrematureTermination for %s: %s", rec.key, err)
 
     async def _record(self, raw: dict[str, Any], uid: str) -> None:
-        if self._finished_before(raw):
-            return
         try:
             evictions = await self._ledger.evictions_for(uid)
             obs = terminations.observation(
