@@ -6,6 +6,9 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from graceguard.domain import annotations as ann
 from graceguard.domain import cluster, disruption, notices, policy, protection, times
 from graceguard.domain import windows as win
@@ -240,3 +243,50 @@ def test_a_budget_blocks_then_forces_after_pdb_max_wait() -> None:
     )
     (forced,) = [a for a in r.actions if isinstance(a, act.ForceDelete)]
     assert forced.reason.startswith("blocked since 2026-06-15T00:00:00Z for pdbMaxWait 1h0m0s")
+
+
+# --- bad input: whatever the annotations say, a reconcile decides ---------------------------------
+
+_ANNOTATION_KEYS = sorted(
+    ann.PROTECTION_INPUTS
+    | {ann.PROJECTED, ann.EVICTION_AT, ann.EVICTION_REASON, ann.BLOCKED_SINCE, ann.MIN_AVAILABLE}
+)
+
+
+@settings(max_examples=150)
+@given(
+    st.lists(
+        st.tuples(
+            st.dictionaries(st.sampled_from(_ANNOTATION_KEYS), st.text(max_size=25), max_size=6),
+            st.sampled_from([None, "ProposedEviction", "ScheduledEviction", "Bogus"]),
+            st.integers(0, 7200),
+        ),
+        min_size=1,
+        max_size=4,
+    ),
+    st.dictionaries(st.just(ann.MIN_AVAILABLE), st.text(max_size=8)),
+    st.sampled_from(list(disruption.DisruptionClass)),
+)
+def test_arbitrary_annotations_never_break_a_reconcile(
+    pods: list[tuple[dict[str, str], str | None, int]],
+    workload_annotations: dict[str, str],
+    klass: disruption.DisruptionClass,
+) -> None:
+    ref = cluster.WorkloadRef("Deployment", "ns", "web")
+    snap = cluster.Snapshot(
+        nodes=NODES,
+        pods=tuple(
+            pod(f"p{i}", annotations=a, notice_stage=stage, grace_seconds=grace, workload=ref)
+            for i, (a, stage, grace) in enumerate(pods)
+        ),
+        workloads=(cluster.Workload(ref, len(pods), workload_annotations),),
+    )
+    deadline = NOW + HOUR if klass is disruption.DisruptionClass.IMMINENT else None
+    for now in (NOW, NOW + 2 * HOUR, NOW + 30 * HOUR):
+        r = reconciler.reconcile(
+            snapshot=snap, requests=[request(klass, deadline=deadline)], pol=policy.DEFAULT, now=now
+        )
+        assert r.next_wakeup is None or r.next_wakeup > now
+        for a in r.actions:
+            if isinstance(a, act.WarnAnnotation):
+                assert a.warning.annotation in _ANNOTATION_KEYS and a.warning.problem
