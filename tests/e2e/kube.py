@@ -1,0 +1,193 @@
+"""Small helpers over lightkube for tests against the real control plane (hack/controlplane.py)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from typing import TypeVar
+
+from lightkube import ApiError, Client
+from lightkube.models.core_v1 import (
+    Container,
+    NodeSpec,
+    NodeStatus,
+    PodSpec,
+    ResourceRequirements,
+)
+from lightkube.models.meta_v1 import ObjectMeta
+from lightkube.resources.core_v1 import Node, Pod
+
+T = TypeVar("T")
+
+#: Nodes carrying this annotation are played by kwok (see hack/kwok.yaml).
+KWOK_ANNOTATION = {"kwok.x-k8s.io/node": "fake"}
+#: Every node a test makes carries this label, with the test's namespace as value.
+TEST_LABEL = "graceguard.test/namespace"
+IMAGE = "registry.invalid/graceguard/e2e:never-pulled"
+
+
+def wait_until(
+    probe: Callable[[], T | None],
+    *,
+    timeout: float,
+    what: str,
+    interval: float = 0.1,
+) -> T:
+    """Call ``probe`` until it returns something other than None/False; fail after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = probe()
+        if value is not None and value is not False:
+            return value
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(interval)
+
+
+def get_or_none(kube: Client, res: type[Pod], name: str, namespace: str) -> Pod | None:
+    try:
+        return kube.get(res, name, namespace=namespace)
+    except ApiError as err:
+        if err.status.code == 404:
+            return None
+        raise
+
+
+def condition(pod: Pod, kind: str) -> str | None:
+    """The status ("True"/"False") of the pod condition ``kind``, if set."""
+    for c in (pod.status.conditions or []) if pod.status else []:
+        if c.type == kind:
+            return c.status
+    return None
+
+
+def is_running_ready(pod: Pod) -> bool:
+    return (
+        pod.status is not None
+        and pod.status.phase == "Running"
+        and condition(pod, "Ready") == "True"
+        and pod.metadata is not None
+        and pod.metadata.deletionTimestamp is None
+    )
+
+
+def node_ready(node: Node) -> bool:
+    if node.status is None or node.spec is None:
+        return False
+    ready = any(c.type == "Ready" and c.status == "True" for c in node.status.conditions or [])
+    not_ready_taint = any(t.key.startswith("node.kubernetes.io/") for t in node.spec.taints or [])
+    return ready and not not_ready_taint
+
+
+def kwok_node(
+    name: str,
+    *,
+    namespace: str,
+    labels: Mapping[str, str] | None = None,
+    cpu: str = "4",
+    memory: str = "16Gi",
+    pods: str = "110",
+) -> Node:
+    """A Node for kwok to play, labelled for the test that owns it."""
+    capacity = {"cpu": cpu, "memory": memory, "pods": pods}
+    return Node(
+        metadata=ObjectMeta(
+            name=name,
+            labels={
+                TEST_LABEL: namespace,
+                "kubernetes.io/hostname": name,
+                "kubernetes.io/os": "linux",
+                "kubernetes.io/arch": "amd64",
+                "type": "kwok",
+                **(labels or {}),
+            },
+            annotations=dict(KWOK_ANNOTATION),
+        ),
+        spec=NodeSpec(),
+        status=NodeStatus(capacity=capacity, allocatable=capacity),
+    )
+
+
+def pod(
+    name: str,
+    *,
+    labels: Mapping[str, str] | None = None,
+    annotations: Mapping[str, str] | None = None,
+    grace_seconds: int = 30,
+    cpu: str = "100m",
+    node_name: str | None = None,
+    node_selector: Mapping[str, str] | None = None,
+) -> Pod:
+    """A one-container pod; kwok runs it without pulling its image."""
+    return Pod(
+        metadata=ObjectMeta(
+            name=name, labels=dict(labels or {}), annotations=dict(annotations or {})
+        ),
+        spec=pod_spec(
+            grace_seconds=grace_seconds, cpu=cpu, node_name=node_name, node_selector=node_selector
+        ),
+    )
+
+
+def pod_spec(
+    *,
+    grace_seconds: int = 30,
+    cpu: str = "100m",
+    node_name: str | None = None,
+    node_selector: Mapping[str, str] | None = None,
+    restart_policy: str = "Always",
+) -> PodSpec:
+    return PodSpec(
+        containers=[
+            Container(
+                name="work",
+                image=IMAGE,
+                resources=ResourceRequirements(requests={"cpu": cpu, "memory": "64Mi"}),
+            )
+        ],
+        terminationGracePeriodSeconds=grace_seconds,
+        nodeName=node_name,
+        nodeSelector=dict(node_selector) if node_selector else None,
+        restartPolicy=restart_policy,
+        automountServiceAccountToken=False,
+    )
+
+
+def run_pod(kube: Client, namespace: str, spec: Pod, *, timeout: float = 30.0) -> Pod:
+    """Create ``spec`` and wait until it is Running and Ready."""
+    kube.create(spec, namespace=namespace)
+    assert spec.metadata is not None and spec.metadata.name is not None
+    name = spec.metadata.name
+
+    def ready() -> Pod | None:
+        p = kube.get(Pod, name, namespace=namespace)
+        return p if is_running_ready(p) else None
+
+    return wait_until(ready, timeout=timeout, what=f"pod {namespace}/{name} Running and Ready")
+
+
+def evict(kube: Client, name: str, namespace: str, *, dry_run: bool = False) -> None:
+    """POST an Eviction for the pod; raises lightkube.ApiError (e.g. 429) when refused."""
+    kube.create(
+        Pod.Eviction(metadata=ObjectMeta(name=name, namespace=namespace)),
+        name,
+        namespace=namespace,
+        dry_run=dry_run,
+    )
+
+
+__all__ = [
+    "IMAGE",
+    "KWOK_ANNOTATION",
+    "TEST_LABEL",
+    "condition",
+    "evict",
+    "get_or_none",
+    "is_running_ready",
+    "kwok_node",
+    "node_ready",
+    "pod",
+    "pod_spec",
+    "run_pod",
+    "wait_until",
+]
