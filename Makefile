@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
 .PHONY: demo test venv lint typecheck imports unit scenarios integration e2e bench clean \
-        cluster-build cluster-up cluster-down
+        cluster-build cluster-up cluster-down helm crds crds-check chart chart-check
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,7 +21,7 @@ demo: $(STAMP)
 	$(VENV)/bin/graceguard simulate scenarios/*.yaml
 
 ## test: every tier — lint, types, layers, unit + property, scenarios, the real control plane
-test: lint typecheck imports unit scenarios integration e2e
+test: lint typecheck imports chart-check unit scenarios integration e2e
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests bench hack
@@ -51,6 +51,40 @@ bench: $(STAMP)
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info .mypy_cache .ruff_cache .pytest_cache
+
+# ---- the DisruptionPolicy CRD and the Helm chart (issue 4) ----
+# deploy/crds/disruptionpolicy.yaml is the CRD's source; `make crds` copies it into the chart.
+# helm is built from the Go module proxy into the cache (hack/build-helm.sh; skipped when cached).
+HELM_VERSION := v3.22.0
+GRACEGUARD_CACHE ?= $(HOME)/.cache/graceguard
+HELM := $(GRACEGUARD_CACHE)/helm/$(HELM_VERSION)/helm
+CHART := deploy/helm/graceguard
+CRD := deploy/crds/disruptionpolicy.yaml
+CHART_NS := graceguard-system
+# the Kubernetes version the e2e tier runs (helm template without a cluster assumes v1.20)
+KUBE_VERSION := v1.37.1
+
+helm:
+	@GO=$(GO) HELM_VERSION=$(HELM_VERSION) GRACEGUARD_CACHE=$(GRACEGUARD_CACHE) hack/build-helm.sh >/dev/null
+
+crds:
+	cp $(CRD) $(CHART)/crds/disruptionpolicy.yaml
+
+crds-check:
+	@cmp -s $(CRD) $(CHART)/crds/disruptionpolicy.yaml || \
+	  { echo "$(CHART)/crds/disruptionpolicy.yaml differs from $(CRD): run make crds"; exit 1; }
+
+## chart: helm lint + helm template (default values) into out/chart.yaml
+chart: helm crds-check
+	@mkdir -p out
+	$(HELM) lint --strict --kube-version $(KUBE_VERSION) $(CHART)
+	$(HELM) template graceguard $(CHART) --namespace $(CHART_NS) --kube-version $(KUBE_VERSION) --include-crds > out/chart.yaml
+
+## chart-check: the above, and again with the PostgreSQL ledger (out/chart-postgresql.yaml)
+chart-check: chart
+	$(HELM) lint --strict --kube-version $(KUBE_VERSION) $(CHART) -f $(CHART)/ci/postgresql-values.yaml
+	$(HELM) template graceguard $(CHART) --namespace $(CHART_NS) --kube-version $(KUBE_VERSION) --include-crds \
+	  -f $(CHART)/ci/postgresql-values.yaml > out/chart-postgresql.yaml
 
 # ---- real Kubernetes control plane (issue 3): hack/ builds it from the Go module proxy ----
 # kube-apiserver, kube-controller-manager, kube-scheduler, kubectl and etcd (k8s.io/kubernetes),
