@@ -8,7 +8,7 @@ schema object is built on, after translating ``nullable`` and ``x-kubernetes-int
 with ``additionalProperties: false`` standing in for the strict field validation ``kubectl``
 asks for; without it the apiserver drops unknown fields, and it drops a ``null`` given to a
 field that is not ``nullable``, so such a field reads as omitted). CEL cannot be evaluated
-offline; these are the CEL rules, for a real apiserver to check:
+offline; these are the CEL rules, which tests/e2e/test_crd.py checks on a real apiserver:
 
 - ``maxProtection``, ``maxMinRuntime``, ``pdbMaxWait``, ``maintenanceWindows[].duration``:
   ``duration(self) > duration('0s')`` (positive; also refuses a duration too large for Go).

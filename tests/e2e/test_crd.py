@@ -1,0 +1,267 @@
+"""The DisruptionPolicy CRD and the rendered chart on a real apiserver.
+
+What tests/unit/test_crd.py cannot check offline: that the apiserver takes the CRD (a structural
+schema, CEL rules that compile within their cost budget), that ``kubectl explain`` prints its
+descriptions, that it refuses malformed policies (OpenAPI and CEL alike, with the same sample
+documents as the unit test), applies the defaults, and stores the status the controller writes;
+and that the chart's rendered objects (``out/chart.yaml`` from ``make chart``) are accepted, with
+RBAC that grants the controller what it needs and nothing else.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import secrets
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import yaml
+
+import controlplane
+from unit.test_crd import (
+    CEL_ONLY,
+    CONTROLLER_ONLY,
+    FIELDS,
+    INVALID,
+    SCHEMA_STRICTER,
+    VALID,
+    document,
+)
+
+from .kube import wait_until
+
+pytestmark = pytest.mark.e2e
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+CRD = ROOT / "deploy" / "crds" / "disruptionpolicy.yaml"
+RENDERED = ROOT / "out" / "chart.yaml"
+NAMESPACE = "graceguard-system"
+SERVICE_ACCOUNT = f"system:serviceaccount:{NAMESPACE}:graceguard"
+
+
+def run(cp: controlplane.ControlPlane, *args: str) -> str:
+    done = cp.kubectl(*args)
+    assert done.returncode == 0, f"kubectl {' '.join(args)}: {done.stderr}"
+    return done.stdout
+
+
+@pytest.fixture(scope="module")
+def crd(control_plane: controlplane.ControlPlane) -> controlplane.ControlPlane:
+    """The CRD applied, established and published in the OpenAPI document."""
+    run(control_plane, "apply", "--server-side", "-f", str(CRD))
+    run(
+        control_plane,
+        "wait",
+        "--for=condition=Established",
+        "crd/disruptionpolicies.graceguard.io",
+        "--timeout=60s",
+    )
+    wait_until(
+        lambda: control_plane.kubectl("explain", "dpol.spec").returncode == 0,
+        timeout=60,
+        what="DisruptionPolicy in the OpenAPI document",
+        interval=0.5,
+    )
+    return control_plane
+
+
+def create(
+    cp: controlplane.ControlPlane, tmp_path: pathlib.Path, doc: dict[str, Any], *, dry_run: bool
+) -> tuple[bool, str]:
+    path = tmp_path / f"{secrets.token_hex(4)}.yaml"
+    path.write_text(yaml.safe_dump(doc), encoding="utf-8")
+    args = ["create", "--validate=strict", "-f", str(path)]
+    if dry_run:
+        args.append("--dry-run=server")
+    done = cp.kubectl(*args)
+    return done.returncode == 0, done.stderr
+
+
+def test_kubectl_explain_prints_the_descriptions(crd: controlplane.ControlPlane) -> None:
+    root = run(crd, "explain", "dpol")
+    assert "DisruptionPolicy" in root and "default" in root and "cluster-scoped" in root
+    notice = run(crd, "explain", "disruptionpolicies.spec.noticeLead")
+    assert "ScheduledEviction" in notice and "Default: 10m." in notice
+    zone = run(crd, "explain", "dpol.spec.maintenanceWindows.timeZone")
+    assert "IANA" in zone
+    recursive = run(crd, "explain", "dpol.spec", "--recursive")
+    for name in FIELDS:
+        assert name in recursive
+
+
+@pytest.mark.parametrize("name", VALID)
+def test_the_apiserver_takes_valid_policies(
+    crd: controlplane.ControlPlane, tmp_path: pathlib.Path, name: str
+) -> None:
+    ok, err = create(crd, tmp_path, document(VALID[name]), dry_run=True)
+    assert ok, err
+
+
+@pytest.mark.parametrize("name", CONTROLLER_ONLY)
+def test_the_apiserver_takes_what_only_the_controller_refuses(
+    crd: controlplane.ControlPlane, tmp_path: pathlib.Path, name: str
+) -> None:
+    ok, err = create(crd, tmp_path, document(CONTROLLER_ONLY[name]), dry_run=True)
+    assert ok, err
+
+
+@pytest.mark.parametrize("name", [*INVALID, *SCHEMA_STRICTER])
+def test_the_apiserver_refuses_malformed_policies(
+    crd: controlplane.ControlPlane, tmp_path: pathlib.Path, name: str
+) -> None:
+    spec = INVALID[name] if name in INVALID else SCHEMA_STRICTER[name]
+    ok, err = create(crd, tmp_path, document(spec), dry_run=True)
+    assert not ok
+    assert "DisruptionPolicy" in err or "unknown field" in err, err
+
+
+@pytest.mark.parametrize("name", CEL_ONLY)
+def test_cel_rules_refuse_what_patterns_cannot(
+    crd: controlplane.ControlPlane, tmp_path: pathlib.Path, name: str
+) -> None:
+    spec, _rule = CEL_ONLY[name]
+    ok, err = create(crd, tmp_path, document(spec), dry_run=True)
+    assert not ok
+    assert "must" in err, err  # the rule's message, not a rule evaluation error
+
+
+@pytest.fixture
+def policy_name(crd: controlplane.ControlPlane) -> Iterator[str]:
+    name = f"e2e-{secrets.token_hex(3)}"  # not "default": a controller under test ignores it
+    yield name
+    crd.kubectl("delete", "dpol", name, "--ignore-not-found")
+
+
+def test_defaults_status_and_printer_columns(
+    crd: controlplane.ControlPlane, tmp_path: pathlib.Path, policy_name: str
+) -> None:
+    doc = document({})
+    doc["metadata"]["name"] = policy_name
+    del doc["spec"]
+    ok, err = create(crd, tmp_path, doc, dry_run=False)
+    assert ok, err
+    stored = json.loads(run(crd, "get", "dpol", policy_name, "-o", "json"))
+    defaults = {name: node["default"] for name, node in FIELDS.items() if "default" in node}
+    assert stored["spec"] == defaults
+    # The condition exactly as adapters/kube/policy_status.py writes it (a merge patch).
+    condition = {
+        "type": "Accepted",
+        "status": "True",
+        "reason": "Valid",
+        "message": "the policy is in force",
+        "observedGeneration": stored["metadata"]["generation"],
+        "lastTransitionTime": "2026-11-21T10:00:00Z",
+    }
+    patch = {"status": {"conditions": [condition], "observedGeneration": 1}}
+    run(
+        crd,
+        "patch",
+        "dpol",
+        policy_name,
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        json.dumps(patch),
+    )
+    table = run(crd, "get", "dpol", policy_name, "--no-headers")
+    assert table.split()[:3] == [policy_name, "True", "10m"]
+    # The main resource ignores a status change (the status subresource owns it).
+    run(crd, "patch", "dpol", policy_name, "--type=merge", "-p", '{"status": null}')
+    after = json.loads(run(crd, "get", "dpol", policy_name, "-o", "json"))
+    assert after["status"]["conditions"][0]["reason"] == "Valid"
+
+
+# ---- the rendered chart ----
+
+RBAC_KINDS = {"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}
+
+
+@pytest.fixture(scope="module")
+def chart_rbac(
+    crd: controlplane.ControlPlane, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[list[dict[str, Any]]]:
+    """The chart's namespace, ServiceAccount and RBAC applied for real (removed afterwards)."""
+    if not RENDERED.exists():
+        pytest.fail("out/chart.yaml is missing: run `make chart`", pytrace=False)
+    docs = [d for d in yaml.safe_load_all(RENDERED.read_text(encoding="utf-8")) if d]
+    crd.kubectl("create", "namespace", NAMESPACE)
+    rbac = [d for d in docs if d["kind"] in RBAC_KINDS]
+    path = tmp_path_factory.mktemp("chart") / "rbac.yaml"
+    path.write_text(yaml.safe_dump_all(rbac), encoding="utf-8")
+    run(crd, "apply", "--server-side", "-f", str(path))
+    try:
+        yield docs
+    finally:
+        for doc in rbac:
+            if doc["kind"].startswith("Cluster"):
+                crd.kubectl("delete", doc["kind"].lower(), doc["metadata"]["name"])
+        crd.kubectl("delete", "namespace", NAMESPACE, "--wait=false")
+
+
+def test_the_rendered_chart_is_accepted(
+    crd: controlplane.ControlPlane, chart_rbac: list[dict[str, Any]], tmp_path: pathlib.Path
+) -> None:
+    """The rest (Deployment, Service, PDB, the default policy) with a server-side dry run: the
+    Deployment's pods would land on other tests' kwok nodes, the policy on theirs."""
+    rest = [d for d in chart_rbac if d["kind"] not in RBAC_KINDS | {"CustomResourceDefinition"}]
+    assert {d["kind"] for d in rest} == {
+        "Deployment",
+        "Service",
+        "PodDisruptionBudget",
+        "DisruptionPolicy",
+    }
+    path = tmp_path / "rest.yaml"
+    path.write_text(yaml.safe_dump_all(rest), encoding="utf-8")
+    run(crd, "apply", "--server-side", "--dry-run=server", "--validate=strict", "-f", str(path))
+
+
+CAN: list[tuple[str, ...]] = [
+    ("evict", "create", "pods", "--subresource=eviction", "-A"),
+    ("patch pods", "patch", "pods", "-A"),
+    ("delete pods", "delete", "pods", "-A"),
+    ("pod condition", "patch", "pods", "--subresource=status", "-A"),
+    ("read logs", "get", "pods", "--subresource=log", "-A"),
+    ("cordon", "patch", "nodes"),
+    ("events", "create", "events.events.k8s.io", "-A"),
+    ("core events", "watch", "events", "-A"),
+    ("budgets", "list", "poddisruptionbudgets.policy", "-A"),
+    ("scale", "get", "statefulsets.apps", "--subresource=scale", "-A"),
+    ("policies", "watch", "disruptionpolicies.graceguard.io"),
+    ("policy status", "patch", "disruptionpolicies.graceguard.io", "--subresource=status"),
+    ("lease create", "create", "leases.coordination.k8s.io", "-n", NAMESPACE),
+    ("lease update", "update", "leases.coordination.k8s.io/graceguard-controller", "-n", NAMESPACE),
+]
+CANNOT: list[tuple[str, ...]] = [
+    ("secrets", "get", "secrets", "-A"),
+    ("list secrets", "list", "secrets", "-n", NAMESPACE),
+    ("configmaps", "get", "configmaps", "-A"),
+    ("create pods", "create", "pods", "-A"),
+    ("exec", "create", "pods", "--subresource=exec", "-A"),
+    ("delete nodes", "delete", "nodes"),
+    ("update deployments", "update", "deployments.apps", "-A"),
+    ("patch scale", "patch", "deployments.apps", "--subresource=scale", "-A"),
+    ("write policies", "update", "disruptionpolicies.graceguard.io"),
+    ("other lease", "update", "leases.coordination.k8s.io/kube-scheduler", "-n", "kube-system"),
+    ("other lease here", "update", "leases.coordination.k8s.io/someone-else", "-n", NAMESPACE),
+    ("lease elsewhere", "create", "leases.coordination.k8s.io", "-n", "default"),
+    ("delete lease", "delete", "leases.coordination.k8s.io/graceguard-controller", "-n", NAMESPACE),
+    ("anything", "*", "*", "-A"),
+]
+
+
+@pytest.mark.parametrize("case", CAN, ids=[c[0] for c in CAN])
+def test_the_controller_may(
+    crd: controlplane.ControlPlane, chart_rbac: list[dict[str, Any]], case: tuple[str, ...]
+) -> None:
+    done = crd.kubectl("auth", "can-i", "--as", SERVICE_ACCOUNT, *case[1:])
+    assert done.stdout.strip() == "yes", done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("case", CANNOT, ids=[c[0] for c in CANNOT])
+def test_the_controller_may_not(
+    crd: controlplane.ControlPlane, chart_rbac: list[dict[str, Any]], case: tuple[str, ...]
+) -> None:
+    done = crd.kubectl("auth", "can-i", "--as", SERVICE_ACCOUNT, *case[1:])
+    assert done.stdout.strip() == "no", done.stdout + done.stderr
