@@ -12,8 +12,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import typer.core
+import typer.main
 import yaml
 
+from graceguard.cli.main import app
 from graceguard.domain import policy
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -171,6 +174,19 @@ def test_deployment_runs_two_replicas_of_the_controller(
         LEASE,
     ]
     assert container["image"] == "ghcr.io/graceguard/graceguard:0.1.0"
+
+
+def test_the_args_are_what_graceguard_controller_accepts(container: dict[str, Any]) -> None:
+    group = typer.main.get_command(app)
+    assert isinstance(group, typer.core.TyperGroup)
+    name, *args = container["args"]
+    command = group.commands[name]  # make_context parses the options without running anything
+    with command.make_context(name, list(args)) as ctx:
+        params = ctx.params
+    assert params["ledger_url"] == "$(LEDGER_URL)"  # the kubelet expands it from the env
+    assert params["log_lines"] == 200
+    assert (params["metrics_port"], params["health_port"]) == (8080, 8081)
+    assert (params["lease_namespace"], params["lease_name"]) == (NAMESPACE, LEASE)
 
 
 def test_environment_from_the_downward_api_and_the_sqlite_ledger(
