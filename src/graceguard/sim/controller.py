@@ -56,15 +56,23 @@ class Controller:
         self.reconciles += 1
         self.wake = result.next_wakeup
         requests = {r.request.id: r.request for r in open_requests}
-        changed = self._absorb(effects.apply(snapshot, result.actions, now))
+        touched = {a.pod.key for a in result.actions if hasattr(a, "pod")}
+        changed = (
+            self._absorb(effects.apply(snapshot, result.actions, now), touched)
+            if result.actions
+            else False
+        )
         for action in result.actions:
             changed = self._carry_out(action, now, requests) or changed
         return changed
 
-    def _absorb(self, applied: cluster.Snapshot) -> bool:
-        """Take back what the adapter would have written: annotations, notice stages."""
+    def _absorb(self, applied: cluster.Snapshot, touched: set[str]) -> bool:
+        """Take back what the adapter would have written on the pods the actions touched:
+        annotations, notice stages; and the window each pod was evicted in."""
         changed = False
         for kube in applied.pods:
+            if kube.key not in touched:
+                continue
             pod = self.world.pod(kube.key)
             if pod is None:
                 continue
@@ -72,6 +80,7 @@ class Controller:
             if annotations != pod.annotations or kube.notice_stage != pod.notice_stage:
                 pod.annotations = annotations
                 pod.notice_stage = kube.notice_stage
+                pod.kube = None
                 changed = True
         if dict(applied.window_evictions) != self.world.window_evictions:
             self.world.window_evictions = dict(applied.window_evictions)

@@ -18,6 +18,7 @@ import dataclasses
 import datetime as dt
 import enum
 
+from graceguard.domain import cluster
 from graceguard.sim.scenario import PodSpec
 
 ZERO = dt.timedelta(0)
@@ -83,6 +84,8 @@ class SimPod:
     end_kind: End | None = None
     end_cause: str = ""
     replaced: bool = False
+    kube: cluster.Pod | None = None
+    """The API view of it, cached by ``World.kube_pod`` until it changes."""
 
     @property
     def namespace(self) -> str:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import enum
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 
 from graceguard.domain import budgets, cluster, disruption, times
 from graceguard.sim.marks import Mark, MarkKind
@@ -87,6 +87,10 @@ class World:
             for w in scenario.workloads
         )
         self._serial = 0
+        self.generation = 0
+        """Bumped whenever a pod starts, is asked to stop or ends (budgets depend on those)."""
+        self._budgets: tuple[int, tuple[cluster.PodDisruptionBudget, ...]] | None = None
+        self._running: list[SimPod] | None = None
 
     # ---- nodes -------------------------------------------------------------------------------
 
@@ -142,7 +146,15 @@ class World:
         return [p for p in self.pods if p.node == node and p.running and (daemons or not p.daemon)]
 
     def running_pods(self) -> list[SimPod]:
-        return [p for p in self.pods if p.running]
+        if self._running is None:
+            self._running = [p for p in self.pods if p.running]
+        return self._running
+
+    def changed(self, pod: SimPod) -> None:
+        """A pod started, was asked to stop, ended, or got new annotations."""
+        pod.kube = None
+        self.generation += 1
+        self._running = None
 
     def pod(self, key: str) -> SimPod | None:
         namespace, _, name = key.partition("/")
@@ -165,6 +177,7 @@ class World:
         if not pod.running or pod.terminating:
             return False
         pod.sigterm(now, grace)
+        self.changed(pod)
         pod.stopped_by = by
         pod.evicted = evicted and not forced
         pod.forced = forced or not evicted
@@ -193,6 +206,7 @@ class World:
         self, pod: SimPod, now: dt.datetime, kind: End, cause: str, *, cascade: bool = True
     ) -> None:
         pod.end, pod.end_kind, pod.end_cause = now, kind, cause
+        self.changed(pod)
         self.mark(now, MarkKind.END, pod.node, pod.name, f"{kind.value}: {cause}")
         if kind is not End.COMPLETED:
             self._replace(pod, now)
@@ -289,6 +303,7 @@ class World:
             target = min(choices, key=lambda n: (load[n.name], n.name))
         pod.node, pod.started = target.name, now
         pod.annotations = dict(pod.spec.annotations)
+        self.changed(pod)
         self.current[pod.name] = pod
         if pod.spec.uses is not None:
             pod.uses = self._bind(pod.spec.uses)
@@ -393,19 +408,22 @@ class World:
         return cluster.Snapshot(
             nodes=nodes,
             pods=pods,
-            budgets=self.budgets(pods),
+            budgets=self.budgets(),
             workloads=self._workloads,
             window_evictions=dict(self.window_evictions),
         )
 
     def kube_pod(self, pod: SimPod, *, daemon_ok: bool = True) -> cluster.Pod:
+        """The pod as the API server would serve it (kept until the pod changes)."""
+        if daemon_ok and pod.kube is not None:
+            return pod.kube
         owner = pod.spec.owner
         workload = (
             cluster.WorkloadRef(owner.kind, pod.namespace, owner.name)
             if owner is not None and owner.scalable
             else None
         )
-        return cluster.Pod(
+        kube = cluster.Pod(
             namespace=pod.namespace,
             name=pod.name,
             node=pod.node,
@@ -419,16 +437,16 @@ class World:
             daemon=pod.daemon and daemon_ok,
             notice_stage=pod.notice_stage,
         )
+        if daemon_ok:
+            pod.kube = kube
+        return kube
 
-    def budgets(
-        self, pods: Iterable[cluster.Pod] | None = None
-    ) -> tuple[cluster.PodDisruptionBudget, ...]:
-        """The scenario's PDBs with the status the disruption controller would compute now."""
-        live = (
-            tuple(pods)
-            if pods is not None
-            else tuple(self.kube_pod(p) for p in self.running_pods())
-        )
+    def budgets(self) -> tuple[cluster.PodDisruptionBudget, ...]:
+        """The scenario's PDBs with the status the disruption controller would compute now
+        (recomputed only when a pod starts, stops or ends)."""
+        if self._budgets is not None and self._budgets[0] == self.generation:
+            return self._budgets[1]
+        live = [self.kube_pod(p) for p in self.running_pods()]
         out = []
         for spec in self.scenario.pdbs:
             pdb = cluster.PodDisruptionBudget(
@@ -443,7 +461,8 @@ class World:
             ]
             status = budgets.pdb_status(pdb, selected, desired_replicas=self.replicas)
             out.append(dataclasses.replace(pdb, status=status))
-        return tuple(out)
+        self._budgets = (self.generation, tuple(out))
+        return self._budgets[1]
 
     def mark(
         self,
