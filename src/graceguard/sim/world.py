@@ -126,6 +126,8 @@ class World:
         self.mark(now, MarkKind.NODE_END, name, text=reason)
         gone = self.pods_on(name)
         for pod in gone:
+            if pod.sigterm_at is None:
+                pod.forced = True  # never asked to stop: the instance went with it
             self.kill(pod, now, f"node {name} went: {reason}", cascade=False)
         for pod in gone:
             self._break_clients(pod, now)
@@ -198,8 +200,6 @@ class World:
     def kill(self, pod: SimPod, now: dt.datetime, cause: str, *, cascade: bool = True) -> None:
         if not pod.running:
             return
-        if pod.sigterm_at is None:
-            pod.forced = True  # never asked: the instance went, or the kubelet killed it
         self._end(pod, now, End.KILLED, cause, cascade=cascade)
 
     def _end(
