@@ -357,3 +357,17 @@ def test_bare_pods_are_not_replaced_and_jobs_restart_from_zero() -> None:
     assert not any(p.name.startswith("bare-r") for p in world.pods)
     replacement = pod(world, "job-r1")
     assert replacement.saved == dt.timedelta(0) and replacement.node == "n2"
+
+
+def test_a_replacement_never_takes_a_scenario_pods_name() -> None:
+    doc = two_nodes(
+        [
+            {"name": "job", "node": "n1", "work": "1h", "owner": "Job/j"},
+            {"name": "job-r1", "node": "n2", "work": "1h", "owner": "Job/k"},
+        ],
+        {"type": "spot", "events": [{"at": "10m", "node": "n1"}]},
+    )
+    world = run(doc, Mode.WITHOUT)
+    names = [p.name for p in world.pods]
+    assert len(names) == len(set(names))
+    assert pod(world, "job-r1x").spec.name == "job"

@@ -71,6 +71,7 @@ class World:
             SimPod(spec=p, name=p.name, created=scenario.start + p.start, want_node=p.node)
             for p in scenario.pods
         ]
+        self._names = {p.name for p in self.pods}
         self.current: dict[str, SimPod] = {}
         """Pod name -> the pod going by that name now (the latest one created)."""
         self.requests: dict[str, OpenRequest] = {}
@@ -223,11 +224,14 @@ class World:
             return
         pod.replaced = True
         saved = pod.done(now) if pod.end_kind is End.CHECKPOINTED else pod.saved
-        original = pod.spec.name
         generation = pod.generation + 1
+        name = f"{pod.spec.name}-r{generation}"
+        while name in self._names:
+            name += "x"  # a scenario pod already has that name
+        self._names.add(name)
         replacement = SimPod(
             spec=pod.spec,
-            name=f"{original}-r{generation}",
+            name=name,
             created=now + REPLACEMENT_DELAY,
             want_node=None,
             saved=saved,
