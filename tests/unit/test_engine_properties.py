@@ -268,6 +268,7 @@ def check_deadline_grace(h: History) -> None:
     asked: dict[str, Seen] = {}
     for seen in evictions(h):
         asked.setdefault(seen.pod.uid, seen)
+    killed = {p.uid: at for at, p in h.killed}  # their node failed (or went) first
     for r in h.world.requests:
         deadline = r.effective_deadline
         if deadline is None or r.disruption_class is driver.FAILED or r.id not in h.opened:
@@ -280,6 +281,8 @@ def check_deadline_grace(h: History) -> None:
             grace = dt.timedelta(seconds=pod.grace_seconds)
             if opened + grace > deadline:
                 continue  # its grace cannot fit: asked at once, reported as exceeded
+            if pod.uid not in asked and killed.get(pod.uid, deadline) < deadline:
+                continue
             assert pod.uid in asked, f"{pod.key} never asked before {deadline}\n{describe(h)}"
             seen = asked[pod.uid]
             assert seen.request.node == r.node
