@@ -143,7 +143,10 @@ class Controller:
                 )
             return False
         if isinstance(action, act.ExtendHold):
-            return world.heartbeat(action.request_id, now)
+            # Nothing in the cluster changes: like the real controller, the engine is not called
+            # again for it; its next_wakeup must cover the next heartbeat.
+            world.heartbeat(action.request_id, now)
+            return False
         if isinstance(action, act.CompleteHold):
             return world.release(action.request_id, now, "drained: CONTINUE the lifecycle action")
         if isinstance(action, act.DrainComplete):
