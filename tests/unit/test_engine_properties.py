@@ -281,7 +281,7 @@ def check_deadline_grace(h: History) -> None:
             grace = dt.timedelta(seconds=pod.grace_seconds)
             if opened + grace > deadline:
                 continue  # its grace cannot fit: asked at once, reported as exceeded
-            if pod.uid not in asked and killed.get(pod.uid, deadline) < deadline:
+            if pod.uid not in asked and pod.uid in killed and killed[pod.uid] <= deadline:
                 continue
             assert pod.uid in asked, f"{pod.key} never asked before {deadline}\n{describe(h)}"
             seen = asked[pod.uid]
