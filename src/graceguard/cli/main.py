@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from graceguard.cli import explain, history, simulate
+from graceguard.cli import controller, drain, explain, history, plan, simulate
 
 app = typer.Typer(
     name="graceguard",
@@ -27,6 +27,9 @@ def _root() -> None:
 app.command("explain")(explain.explain)
 app.command("simulate")(simulate.simulate)
 app.command("history")(history.history)
+app.command("controller")(controller.controller)
+app.command("drain")(drain.drain)
+app.command("plan")(plan.plan)
 
 if __name__ == "__main__":
     app()

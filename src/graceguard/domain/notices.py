@@ -38,7 +38,7 @@ def proposed_message(*, eviction_at: dt.datetime, source: str) -> str:
 
 
 def scheduled_message(*, lead: dt.timedelta, eviction_at: dt.datetime, source: str) -> str:
-    lead = max(lead, dt.timedelta(0))
+    lead = max(dt.timedelta(seconds=int(lead.total_seconds())), dt.timedelta(0))  # whole seconds
     return (
         f"The pod will be evicted after {durations.format_duration(lead)} at "
         f"{times.format_time(eviction_at)}, reason: {source}"

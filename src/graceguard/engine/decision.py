@@ -57,6 +57,13 @@ class PodDecision:
         )
 
 
+def whole_second(t: dt.datetime) -> dt.datetime:
+    """``t`` rounded up to a whole second: planned times are told to people and pods."""
+    if t.microsecond == 0:
+        return t
+    return t.replace(microsecond=0) + dt.timedelta(seconds=1)
+
+
 def previous_notice(pod: cluster.Pod, source: str) -> dt.datetime | None:
     """The eviction time graceguard already told this pod for ``source``, if any."""
     if pod.notice_stage is None or pod.annotations.get(ann.EVICTION_REASON) != source:
@@ -110,9 +117,9 @@ def decide(
         if stage == notices.NoticeReason.SCHEDULED.value:
             target = previous  # told with its full lead; due (or overdue) at that time
         else:
-            target = max(previous, now + lead)
+            target = max(previous, whole_second(now + lead))
     else:
-        target = max(floor or now, now + lead)
+        target = whole_second(max(floor or now, now + lead))
     if target > now and (floor is None or target > floor) and lead > dt.timedelta(0):
         blockers.append(
             Blocker(
@@ -142,7 +149,7 @@ def decide(
                         )
                     )
                     if previous is not None and stage == notices.NoticeReason.SCHEDULED.value:
-                        at = max(at, now + lead)  # a moved eviction needs a fresh full notice
+                        at = max(at, whole_second(now + lead))  # a moved eviction: fresh notice
                     target = at
 
     latest: dt.datetime | None = None

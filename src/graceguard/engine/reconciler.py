@@ -30,6 +30,11 @@ _SEVERITY = {
 }
 
 
+NOTICE_EARLY = dt.timedelta(seconds=1)
+"""A ScheduledEviction may go out this much before its time: a controller woken a little late
+then still gives the full notice lead, rather than moving the eviction (and re-noticing)."""
+
+
 class PlanStatus(enum.StrEnum):
     WAITING = "waiting"
     """Nominated; its eviction time has not come."""
@@ -213,7 +218,7 @@ def plan_node(
                 )
                 stage = notices.NoticeReason.PROPOSED.value
             if stage != notices.NoticeReason.SCHEDULED.value:
-                if now >= d.scheduled_notice_at:
+                if now >= d.scheduled_notice_at - NOTICE_EARLY:
                     out.append(
                         act.PostNotice(
                             ref,
@@ -224,7 +229,7 @@ def plan_node(
                         )
                     )
                 else:
-                    wake.at_least(d.scheduled_notice_at, now)
+                    wake.at_least(d.scheduled_notice_at - NOTICE_EARLY, now)
             end = d.eviction_at + dt.timedelta(seconds=pod.grace_seconds)
             expected_end = max(expected_end or end, end)
             status, force_at, blocked = _act_on_due_pod(

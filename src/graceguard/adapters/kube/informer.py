@@ -15,6 +15,7 @@ from typing import Any, Generic, TypeVar
 
 import httpx2
 import lightkube
+from lightkube.core import resource as lightkube_resource
 from lightkube.core.exceptions import ApiError
 
 from graceguard.manifests.errors import ManifestError
@@ -63,6 +64,8 @@ class Informer(Generic[T]):
         self._keep = keep
         """``False``: only the hook sees the objects (events: seen, not kept)."""
         self._hook_on_relist = hook_on_relist
+        namespaced = issubclass(resource, lightkube_resource.NamespacedResource)
+        self._namespace = lightkube.ALL_NS if namespaced else None
         self.store: dict[str, T] = {}
         self.versions: dict[str, str] = {}
         self.synced = asyncio.Event()
@@ -107,7 +110,7 @@ class Informer(Generic[T]):
         request = generic.prepare_request(
             "list",
             res=self._resource,
-            namespace=lightkube.ALL_NS,
+            namespace=self._namespace,
             params={
                 "limit": self._page_size,
                 "fieldSelector": ",".join(f"{k}={v}" for k, v in (self._fields or {}).items())
@@ -139,7 +142,7 @@ class Informer(Generic[T]):
     async def _watch(self, rv: str) -> None:
         selector: Any = self._fields
         async for event_type, obj in self._client.watch(
-            self._resource, namespace=lightkube.ALL_NS, resource_version=rv, fields=selector
+            self._resource, namespace=self._namespace, resource_version=rv, fields=selector
         ):
             raw = dict(obj)
             await self._apply(event_type, raw, object_key(raw), relist=False)
