@@ -221,3 +221,22 @@ def test_a_finished_pod_deleted_later_is_not_a_termination() -> None:
     asyncio.run(watch())
     assert fake_ledger.records == {}
     assert events.events == []
+
+
+def test_the_grace_granted_is_the_deleters_not_the_final_zero() -> None:
+    fake_ledger, events = FakeLedger(), FakeEvents()
+    observer = _observer(fake_ledger, events)
+    first = _pod(deleted=NOW + dt.timedelta(seconds=7200), grace=7200, annotations={})
+    last = _pod(deleted=NOW + dt.timedelta(seconds=60), grace=0, annotations={})
+    last["status"]["phase"] = "Failed"
+
+    async def watch() -> None:
+        await observer.on_pod("MODIFIED", first)
+        await observer.on_pod("DELETED", last)
+
+    asyncio.run(watch())
+    (record,) = fake_ledger.records.values()
+    assert record.given_grace_seconds == 7200
+    assert record.started_at == NOW
+    assert not record.premature
+    assert not record.forced

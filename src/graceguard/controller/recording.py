@@ -100,6 +100,8 @@ class TerminationObserver:
         self._events: collections.OrderedDict[str, list[termination.ObservedEvent]] = (
             collections.OrderedDict()
         )
+        self._deletions: dict[str, termination.Deletion] = {}
+        """Pod uid -> its deletion as first seen (start and granted grace)."""
         self._phase_at_deletion: dict[str, str] = {}
         """Pod uid -> its phase when its deletion was first seen: a pod that had finished its
         work before it was deleted (a Job's pod cleaned up) did not terminate early."""
@@ -124,8 +126,12 @@ class TerminationObserver:
                 await self._record(raw, uid)
             self._events.pop(uid, None)
             self._phase_at_deletion.pop(uid, None)
+            self._deletions.pop(uid, None)
         elif meta.get("deletionTimestamp") and uid not in self._phase_at_deletion:
             self._phase_at_deletion[uid] = str((raw.get("status") or {}).get("phase", ""))
+            deletion = terminations.deletion_from_manifest(raw)
+            if deletion is not None:
+                self._deletions[uid] = deletion
             if not self._finished_before(raw, uid):
                 await self._report_if_premature(raw)
 
@@ -185,6 +191,7 @@ class TerminationObserver:
                 protected_until=self._protected_until(raw),
                 events=tuple(self._events.get(uid, ())),
                 eviction=ledger.latest_eviction(evictions),
+                deletion=self._deletions.get(uid),
             )
             await self._ledger.record(termination.build_record(obs, recorded_at=self._clock()))
         except Exception as err:  # the ledger being down must not stop the watch

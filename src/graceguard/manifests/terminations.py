@@ -80,7 +80,10 @@ def observation(
     protected_until: dt.datetime | None,
     events: tuple[termination.ObservedEvent, ...] = (),
     eviction: termination.GraceguardEviction | None = None,
+    deletion: termination.Deletion | None = None,
 ) -> termination.Observation:
+    """``deletion``: as first seen, when known. The last state of a pod carries the kubelet's
+    final ``deletionGracePeriodSeconds: 0``, not the grace the deleter granted."""
     meta = raw.get("metadata") or {}
     spec = raw.get("spec") or {}
     grace = spec.get("terminationGracePeriodSeconds", 30)
@@ -92,7 +95,7 @@ def observation(
         observed_at=observed_at,
         requested_grace_seconds=grace if isinstance(grace, int) else None,
         protected_until=protected_until,
-        deletion=deletion_from_manifest(raw),
+        deletion=deletion or deletion_from_manifest(raw),
         condition=condition_from_manifest(raw),
         events=events,
         eviction=eviction,
