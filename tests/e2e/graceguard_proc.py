@@ -1,0 +1,149 @@
+"""Running ``graceguard controller`` (and the CLI) against the e2e control plane, as real
+processes: the tests kill them, restart them and read what they wrote to the API and the ledger."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Sequence
+from typing import Any
+
+import controlplane
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+
+
+def env(kubeconfig: pathlib.Path) -> dict[str, str]:
+    found = dict(os.environ)
+    found["KUBECONFIG"] = str(kubeconfig)
+    found["PYTHONUNBUFFERED"] = "1"
+    return found
+
+
+def cli(
+    kubeconfig: pathlib.Path, *args: str, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "graceguard.cli.main", *args],
+        env=env(kubeconfig),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+@dataclasses.dataclass
+class Controller:
+    name: str
+    process: subprocess.Popen[bytes]
+    log: pathlib.Path
+    health_port: int
+    metrics_port: int
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def healthy(self) -> bool:
+        try:
+            with urllib.request.urlopen(
+                f"http://127.0.0.1:{self.health_port}/healthz", timeout=2
+            ) as resp:
+                return int(resp.status) == 200
+        except OSError:
+            return False
+
+    def ready(self) -> bool:
+        try:
+            with urllib.request.urlopen(
+                f"http://127.0.0.1:{self.health_port}/readyz", timeout=2
+            ) as resp:
+                return int(resp.status) == 200
+        except OSError:
+            return False
+
+    def metrics(self) -> str:
+        with urllib.request.urlopen(
+            f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5
+        ) as resp:
+            return str(resp.read().decode())
+
+    def kill(self) -> None:
+        """SIGKILL: a crash, no clean Lease release."""
+        if self.alive():
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait(timeout=10)
+
+    def stop(self) -> None:
+        if self.alive():
+            self.process.send_signal(signal.SIGINT)
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+
+def start_controller(
+    kubeconfig: pathlib.Path,
+    *,
+    name: str,
+    workdir: pathlib.Path,
+    ledger: str,
+    lease_namespace: str,
+    extra: Sequence[str] = (),
+) -> Controller:
+    health, metrics = controlplane.free_port(), controlplane.free_port()
+    log = workdir / f"{name}.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "graceguard.cli.main",
+                "controller",
+                "--ledger",
+                ledger,
+                "--lease-namespace",
+                lease_namespace,
+                "--identity",
+                name,
+                "--health-port",
+                str(health),
+                "--metrics-port",
+                str(metrics),
+                "--probe-host",
+                "127.0.0.1",
+                *extra,
+            ],
+            env=env(kubeconfig),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=workdir,
+        )
+    controller = Controller(name, process, log, health, metrics)
+    deadline = time.monotonic() + 60
+    while not controller.ready():
+        if not controller.alive():
+            raise AssertionError(f"controller {name} exited:\n{controller.output()}")
+        if time.monotonic() > deadline:
+            raise AssertionError(f"controller {name} not ready in 60s:\n{controller.output()}")
+        time.sleep(0.2)
+    return controller
+
+
+def history(kubeconfig: pathlib.Path, ledger: str, *args: str) -> list[dict[str, Any]]:
+    done = cli(kubeconfig, "history", "--ledger", ledger, "--output", "json", *args)
+    assert done.returncode == 0, done.stderr
+    found = json.loads(done.stdout)
+    assert isinstance(found, list)
+    return found
