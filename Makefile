@@ -106,5 +106,5 @@ cluster-down: $(STAMP)
 	@$(CONTROLPLANE) down
 
 ## e2e: tests against the real control plane (tests/e2e)
-e2e: cluster-build
+e2e: cluster-build chart
 	$(PY) -m pytest tests/e2e -q

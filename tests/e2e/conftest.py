@@ -3,6 +3,7 @@ kwok nodes on demand (hack/controlplane.py builds and runs the parts)."""
 
 from __future__ import annotations
 
+import pathlib
 import re
 import secrets
 from collections.abc import Callable, Iterator, Mapping
@@ -14,6 +15,7 @@ from lightkube.resources.core_v1 import Namespace, Node, ServiceAccount
 
 import controlplane
 
+from . import graceguard_proc as gg
 from .kube import TEST_LABEL, kwok_node, node_ready, wait_until
 
 NodeFactory = Callable[..., Node]
@@ -87,3 +89,59 @@ def kwok_nodes(kube: Client, namespace: str) -> NodeFactory:
         return wait_until(ready, timeout=timeout, what=f"node {full} Ready")
 
     return make
+
+
+# ---- graceguard's controller (tests/e2e/test_controller*.py) ----
+NOTICE_LEAD = 4
+PDB_MAX_WAIT = 12
+CRD = gg.REPO / "deploy" / "crds" / "disruptionpolicy.yaml"
+
+
+@pytest.fixture(scope="module")
+def policy(control_plane: controlplane.ControlPlane) -> Iterator[None]:
+    """The CRD and a ``default`` policy with short times (for the controller's tests)."""
+    done = control_plane.kubectl("apply", "-f", str(CRD))
+    assert done.returncode == 0, done.stderr
+    wait_until(
+        lambda: control_plane.kubectl("get", "disruptionpolicies").returncode == 0,
+        timeout=30,
+        what="the DisruptionPolicy CRD established",
+    )
+    manifest = control_plane.workdir / "policy.yaml"
+    manifest.write_text(
+        "apiVersion: graceguard.io/v1alpha1\nkind: DisruptionPolicy\n"
+        "metadata: {name: default}\n"
+        f"spec: {{noticeLead: {NOTICE_LEAD}s, pdbMaxWait: {PDB_MAX_WAIT}s}}\n"
+    )
+    done = control_plane.kubectl("apply", "-f", str(manifest))
+    assert done.returncode == 0, done.stderr
+    yield
+    control_plane.kubectl("delete", "disruptionpolicy", "default", "--ignore-not-found")
+
+
+@pytest.fixture
+def ledger(tmp_path: pathlib.Path) -> str:
+    return f"sqlite+aiosqlite:///{tmp_path / 'ledger.db'}"
+
+
+@pytest.fixture
+def controller(
+    control_plane: controlplane.ControlPlane,
+    kube: Client,
+    policy: None,
+    namespace: str,
+    ledger: str,
+    tmp_path: pathlib.Path,
+) -> Iterator[gg.Controller]:
+    running = gg.start_controller(
+        control_plane.kubeconfig,
+        name="gg-a",
+        workdir=tmp_path,
+        ledger=ledger,
+        lease_namespace=namespace,
+    )
+    wait_until(lambda: gg.holder(kube, namespace) == "gg-a", timeout=30, what="leadership")
+    try:
+        yield running
+    finally:
+        running.stop()

@@ -4,6 +4,7 @@ processes: the tests kill them, restart them and read what they wrote to the API
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import json
 import os
 import pathlib
@@ -14,6 +15,10 @@ import time
 import urllib.request
 from collections.abc import Sequence
 from typing import Any
+
+from lightkube import ApiError, Client
+from lightkube.resources.coordination_v1 import Lease
+from lightkube.resources.core_v1 import Event, Node
 
 import controlplane
 
@@ -147,3 +152,48 @@ def history(kubeconfig: pathlib.Path, ledger: str, *args: str) -> list[dict[str,
     found = json.loads(done.stdout)
     assert isinstance(found, list)
     return found
+
+
+# ---- reading what the controller did ----
+
+
+def holder(kube: Client, namespace: str) -> str | None:
+    try:
+        lease = kube.get(Lease, "graceguard-controller", namespace=namespace)
+    except ApiError:
+        return None
+    return lease.spec.holderIdentity if lease.spec else None
+
+
+def events(kube: Client, namespace: str, pod_name: str) -> list[Event]:
+    found = [
+        e
+        for e in kube.list(Event, namespace=namespace)
+        if e.involvedObject.name == pod_name and e.involvedObject.kind == "Pod"
+    ]
+    return sorted(found, key=lambda e: e.firstTimestamp or dt.datetime.min.replace(tzinfo=dt.UTC))
+
+
+def reasons(kube: Client, namespace: str, pod_name: str) -> list[str]:
+    return [str(e.reason) for e in events(kube, namespace, pod_name)]
+
+
+def drain(control_plane: controlplane.ControlPlane, node: str) -> None:
+    done = cli(control_plane.kubeconfig, "drain", node)
+    assert done.returncode == 0, done.stderr
+    assert "drain requested" in done.stdout
+
+
+def node_name(node: Node) -> str:
+    assert node.metadata is not None and node.metadata.name is not None
+    return node.metadata.name
+
+
+def drained(kube: Client, node: str) -> bool:
+    found = kube.get(Node, node)
+    annotations = (found.metadata.annotations or {}) if found.metadata else {}
+    return "graceguard.io/disruption-done-at" in annotations
+
+
+def output_of(controller: Controller) -> str:
+    return f"controller output:\n{controller.output()[-4000:]}"

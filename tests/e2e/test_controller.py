@@ -9,121 +9,26 @@ its own nodes and namespace, and a ``default`` DisruptionPolicy with short times
 from __future__ import annotations
 
 import datetime as dt
-import pathlib
 import threading
 import time
-from collections.abc import Iterator
 
 import pytest
-from lightkube import ApiError, Client
+from lightkube import Client
 from lightkube.models.apps_v1 import DeploymentSpec
 from lightkube.models.core_v1 import PodTemplateSpec
 from lightkube.models.meta_v1 import LabelSelector, ObjectMeta
 from lightkube.models.policy_v1 import PodDisruptionBudgetSpec
 from lightkube.resources.apps_v1 import Deployment
-from lightkube.resources.coordination_v1 import Lease
-from lightkube.resources.core_v1 import Event, Node, Pod
+from lightkube.resources.core_v1 import Pod
 from lightkube.resources.policy_v1 import PodDisruptionBudget
 
 import controlplane
 
 from . import graceguard_proc as gg
-from .conftest import NodeFactory
+from .conftest import NOTICE_LEAD, PDB_MAX_WAIT, NodeFactory
 from .kube import get_or_none, pod, pod_spec, run_pod, wait_until
 
 pytestmark = pytest.mark.e2e
-
-NOTICE_LEAD = 4
-PDB_MAX_WAIT = 12
-CRD = gg.REPO / "deploy" / "crds" / "disruptionpolicy.yaml"
-
-
-@pytest.fixture(scope="module")
-def policy(control_plane: controlplane.ControlPlane) -> Iterator[None]:
-    """The CRD and a ``default`` policy with short times, for every test of this module."""
-    done = control_plane.kubectl("apply", "-f", str(CRD))
-    assert done.returncode == 0, done.stderr
-    wait_until(
-        lambda: control_plane.kubectl("get", "disruptionpolicies").returncode == 0,
-        timeout=30,
-        what="the DisruptionPolicy CRD established",
-    )
-    manifest = control_plane.workdir / "policy.yaml"
-    manifest.write_text(
-        "apiVersion: graceguard.io/v1alpha1\nkind: DisruptionPolicy\n"
-        "metadata: {name: default}\n"
-        f"spec: {{noticeLead: {NOTICE_LEAD}s, pdbMaxWait: {PDB_MAX_WAIT}s}}\n"
-    )
-    done = control_plane.kubectl("apply", "-f", str(manifest))
-    assert done.returncode == 0, done.stderr
-    yield
-    control_plane.kubectl("delete", "disruptionpolicy", "default", "--ignore-not-found")
-
-
-@pytest.fixture
-def ledger(tmp_path: pathlib.Path) -> str:
-    return f"sqlite+aiosqlite:///{tmp_path / 'ledger.db'}"
-
-
-@pytest.fixture
-def controller(
-    control_plane: controlplane.ControlPlane,
-    kube: Client,
-    policy: None,
-    namespace: str,
-    ledger: str,
-    tmp_path: pathlib.Path,
-) -> Iterator[gg.Controller]:
-    running = gg.start_controller(
-        control_plane.kubeconfig,
-        name="gg-a",
-        workdir=tmp_path,
-        ledger=ledger,
-        lease_namespace=namespace,
-    )
-    wait_until(lambda: _holder(kube, namespace) == "gg-a", timeout=30, what="leadership")
-    try:
-        yield running
-    finally:
-        running.stop()
-
-
-def _holder(kube: Client, namespace: str) -> str | None:
-    try:
-        lease = kube.get(Lease, "graceguard-controller", namespace=namespace)
-    except ApiError:
-        return None
-    return lease.spec.holderIdentity if lease.spec else None
-
-
-def _events(kube: Client, namespace: str, pod_name: str) -> list[Event]:
-    found = [
-        e
-        for e in kube.list(Event, namespace=namespace)
-        if e.involvedObject.name == pod_name and e.involvedObject.kind == "Pod"
-    ]
-    return sorted(found, key=lambda e: e.firstTimestamp or dt.datetime.min.replace(tzinfo=dt.UTC))
-
-
-def _reasons(kube: Client, namespace: str, pod_name: str) -> list[str]:
-    return [str(e.reason) for e in _events(kube, namespace, pod_name)]
-
-
-def _drain(control_plane: controlplane.ControlPlane, node: str) -> None:
-    done = gg.cli(control_plane.kubeconfig, "drain", node)
-    assert done.returncode == 0, done.stderr
-    assert "drain requested" in done.stdout
-
-
-def _node_name(node: Node) -> str:
-    assert node.metadata is not None and node.metadata.name is not None
-    return node.metadata.name
-
-
-def _drained(kube: Client, node: str) -> bool:
-    found = kube.get(Node, node)
-    annotations = (found.metadata.annotations or {}) if found.metadata else {}
-    return "graceguard.io/disruption-done-at" in annotations
 
 
 def test_min_runtime_pod_is_noticed_then_evicted_with_its_full_grace(
@@ -136,7 +41,7 @@ def test_min_runtime_pod_is_noticed_then_evicted_with_its_full_grace(
     """ProposedEviction, then ScheduledEviction (the PodEviction condition and eviction-at
     annotation with it), then the eviction: no earlier than min-runtime and the notice lead allow,
     and the pod gone only after its own terminationGracePeriodSeconds."""
-    node = _node_name(kwok_nodes("a"))
+    node = gg.node_name(kwok_nodes("a"))
     started = run_pod(
         kube,
         namespace,
@@ -149,7 +54,7 @@ def test_min_runtime_pod_is_noticed_then_evicted_with_its_full_grace(
     )
     assert started.status is not None and started.status.startTime is not None
     start_time = started.status.startTime
-    _drain(control_plane, node)
+    gg.drain(control_plane, node)
 
     seen_conditions: set[str] = set()
     eviction_at: set[str] = set()
@@ -173,12 +78,12 @@ def test_min_runtime_pod_is_noticed_then_evicted_with_its_full_grace(
             deletion_seen_at = time.monotonic()
             deletion_grace = current.metadata.deletionGracePeriodSeconds
         time.sleep(0.2)
-    assert gone_at is not None and deletion_seen_at is not None, gg_output(controller)
+    assert gone_at is not None and deletion_seen_at is not None, gg.output_of(controller)
     assert seen_conditions >= {"ScheduledEviction"}
     assert deletion_grace == 6
     assert gone_at - deletion_seen_at >= 6 - 0.5  # the grace period, measured from outside
 
-    events = _events(kube, namespace, "train")
+    events = gg.events(kube, namespace, "train")
     reasons = [e.reason for e in events]
     assert reasons.count("ProposedEviction") == 1, reasons
     assert reasons.count("ScheduledEviction") == 1, reasons
@@ -197,11 +102,7 @@ def test_min_runtime_pod_is_noticed_then_evicted_with_its_full_grace(
     assert evicted.firstTimestamp >= start_time + dt.timedelta(seconds=15 - 1)
     (told,) = eviction_at
     assert dt.datetime.fromisoformat(told) >= start_time + dt.timedelta(seconds=15)
-    wait_until(lambda: _drained(kube, node), timeout=20, what="node marked drained")
-
-
-def gg_output(controller: gg.Controller) -> str:
-    return f"controller output:\n{controller.output()[-4000:]}"
+    wait_until(lambda: gg.drained(kube, node), timeout=20, what="node marked drained")
 
 
 def test_deployment_keeps_half_its_replicas_ready_during_a_drain(
@@ -214,7 +115,7 @@ def test_deployment_keeps_half_its_replicas_ready_during_a_drain(
     """Four replicas, all on the drained node, under the default 50% floor: never fewer than two
     Ready while graceguard drains, and the drain completes as replacements come up elsewhere."""
     pool = {"pool": namespace}
-    first = _node_name(kwok_nodes("a", labels=pool))
+    first = gg.node_name(kwok_nodes("a", labels=pool))
     labels = {"app": "web"}
     template = PodTemplateSpec(
         metadata=ObjectMeta(labels=labels), spec=pod_spec(grace_seconds=2, node_selector=pool)
@@ -232,7 +133,7 @@ def test_deployment_keeps_half_its_replicas_ready_during_a_drain(
         timeout=60,
         what="4 replicas Ready on the first node",
     )
-    second = _node_name(kwok_nodes("b", labels=pool))
+    second = gg.node_name(kwok_nodes("b", labels=pool))
     lowest = [4]
     stop = threading.Event()
 
@@ -244,12 +145,12 @@ def test_deployment_keeps_half_its_replicas_ready_during_a_drain(
     watcher = threading.Thread(target=watch)
     watcher.start()
     try:
-        _drain(control_plane, first)
-        wait_until(lambda: _drained(kube, first), timeout=120, what="drain completed")
+        gg.drain(control_plane, first)
+        wait_until(lambda: gg.drained(kube, first), timeout=120, what="drain completed")
     finally:
         stop.set()
         watcher.join()
-    assert lowest[0] >= 2, f"only {lowest[0]} Ready during the drain\n{gg_output(controller)}"
+    assert lowest[0] >= 2, f"only {lowest[0]} Ready during the drain\n{gg.output_of(controller)}"
     assert _pods_on(kube, namespace, first) == 0
     wait_until(lambda: _pods_on(kube, namespace, second) == 4, timeout=30, what="4 replicas moved")
 
@@ -285,7 +186,7 @@ def test_a_budget_that_never_allows_is_forced_after_pdb_max_wait_and_recorded(
 ) -> None:
     """A PDB with minAvailable 1 over one pod: the eviction is blocked (EvictionBlocked), then
     forced after pdbMaxWait with notice (ForcedEviction), and the ledger says forced."""
-    node = _node_name(kwok_nodes("a"))
+    node = gg.node_name(kwok_nodes("a"))
     run_pod(kube, namespace, pod("db", labels={"app": "db"}, grace_seconds=2, node_name=node))
     kube.create(
         PodDisruptionBudget(
@@ -302,9 +203,9 @@ def test_a_budget_that_never_allows_is_forced_after_pdb_max_wait_and_recorded(
 
     wait_until(pdb_observed, timeout=30, what="the disruption controller's PDB status")
     requested = time.monotonic()
-    _drain(control_plane, node)
+    gg.drain(control_plane, node)
     wait_until(
-        lambda: "EvictionBlocked" in _reasons(kube, namespace, "db"),
+        lambda: "EvictionBlocked" in gg.reasons(kube, namespace, "db"),
         timeout=30,
         what="EvictionBlocked",
     )
@@ -315,7 +216,7 @@ def test_a_budget_that_never_allows_is_forced_after_pdb_max_wait_and_recorded(
     )
     elapsed = time.monotonic() - requested
     assert elapsed >= NOTICE_LEAD + PDB_MAX_WAIT - 1, elapsed
-    reasons = _reasons(kube, namespace, "db")
+    reasons = gg.reasons(kube, namespace, "db")
     assert reasons.count("ForcedEviction") == 1, reasons
     assert "Evicted" not in reasons
     records = wait_until(
@@ -337,7 +238,7 @@ def test_garbage_annotations_produce_warnings_not_a_crash(
     kwok_nodes: NodeFactory,
     controller: gg.Controller,
 ) -> None:
-    node = _node_name(kwok_nodes("a"))
+    node = gg.node_name(kwok_nodes("a"))
     run_pod(
         kube,
         namespace,
@@ -353,10 +254,10 @@ def test_garbage_annotations_produce_warnings_not_a_crash(
         ),
     )
     wait_until(
-        lambda: _reasons(kube, namespace, "odd").count("InvalidAnnotation") >= 4,
+        lambda: gg.reasons(kube, namespace, "odd").count("InvalidAnnotation") >= 4,
         timeout=30,
         what="one InvalidAnnotation per bad value",
     )
     time.sleep(3)  # more rounds: still one warning per value, and the controller lives
-    assert _reasons(kube, namespace, "odd").count("InvalidAnnotation") == 4
-    assert controller.alive() and controller.healthy(), gg_output(controller)
+    assert gg.reasons(kube, namespace, "odd").count("InvalidAnnotation") == 4
+    assert controller.alive() and controller.healthy(), gg.output_of(controller)

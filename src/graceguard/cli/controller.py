@@ -68,7 +68,7 @@ def controller(
     """Run the graceguard controller: notices, protection projection, guarded drains.
 
     Two replicas may run; the one holding the Lease acts, the other keeps its caches warm and
-    takes over within 15 s. Open a drain with `graceguard drain NODE`.
+    takes over within about 12 s. Open a drain with `graceguard drain NODE`.
     """
     logging.basicConfig(
         level=logging.DEBUG if verbose else logging.INFO,
