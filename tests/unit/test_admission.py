@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -14,7 +15,7 @@ from hypothesis import strategies as st
 from graceguard.domain import annotations as ann
 from graceguard.domain import budgets, cluster, disruption, intorpercent, policy
 from graceguard.domain import windows as win
-from graceguard.engine import admission, decision, projection
+from graceguard.engine import admission, decision, index, projection
 
 NOW = dt.datetime(2026, 11, 21, 3, 47, 13, tzinfo=dt.UTC)
 HOUR = dt.timedelta(hours=1)
@@ -347,3 +348,68 @@ def test_the_webhook_agrees_with_the_engine_on_protection_and_windows(
     assert (not v.allowed) == engine_holds, (v, d.blocked_by)
     if not v.allowed and v.until is not None:
         assert abs(v.until - d.eviction_at) < dt.timedelta(seconds=1)  # the engine's whole second
+
+
+# ---- the facts the webhook keeps, against the engine's index ----
+
+RS = cluster.WorkloadRef("ReplicaSet", "team", "web-5d8f")
+SET = cluster.WorkloadRef("StatefulSet", "team", "db")
+
+
+@st.composite
+def clusters(draw: st.DrawFn) -> tuple[list[cluster.Pod], list[cluster.Workload], list[Any]]:
+    pods_ = []
+    for i in range(draw(st.integers(0, 12))):
+        pods_.append(
+            pod(
+                name=f"p{i}",
+                workload=draw(st.sampled_from([None, RS, SET])),
+                labels={"app": draw(st.sampled_from(["web", "db"]))},
+                ready=draw(st.booleans()),
+                phase=draw(st.sampled_from([cluster.PodPhase.RUNNING, cluster.PodPhase.PENDING])),
+                deleting_since=draw(st.sampled_from([None, NOW])),
+            )
+        )
+    workloads = [
+        cluster.Workload(DEPLOY, draw(st.integers(0, 8))),
+        cluster.Workload(
+            SET,
+            draw(st.integers(0, 8)),
+            annotations=draw(
+                st.sampled_from([{}, {ann.MIN_AVAILABLE: "2"}, {ann.MIN_AVAILABLE: "x"}])
+            ),
+        ),
+    ]
+    pdbs = [
+        cluster.PodDisruptionBudget(
+            "team",
+            "pdb",
+            cluster.LabelSelector({"app": app}),
+            min_available=intorpercent.IntOrPercent(1),
+        )
+        for app in draw(st.sampled_from([[], ["web"], ["db"]]))
+    ]
+    return pods_, workloads, pdbs
+
+
+@given(clusters(), st.sampled_from([policy.HALF, None, intorpercent.IntOrPercent(1)]))
+def test_the_webhooks_facts_give_the_floors_of_the_engines_index(
+    world: tuple[list[cluster.Pod], list[cluster.Workload], list[Any]],
+    default: intorpercent.IntOrPercent | None,
+) -> None:
+    pods_, workloads, pdbs = world
+    pol = dataclasses.replace(DEFAULT, default_min_available=default)
+    builder = admission.FactsBuilder(
+        workloads=workloads, budgets=pdbs, owners={RS.key: DEPLOY}, pol=pol
+    )
+    builder.add(pods_[:3])  # in chunks, as the server builds them
+    builder.add(pods_[3:])
+    facts = builder.finish()
+    resolved = [dataclasses.replace(p, workload=DEPLOY) if p.workload == RS else p for p in pods_]
+    idx = index.build(
+        cluster.Snapshot(pods=tuple(resolved), budgets=tuple(pdbs), workloads=tuple(workloads)),
+        pol,
+    )
+    for p in resolved:
+        assert facts.floor_for(p) == idx.floor_for(p, idx.pdbs_for(p)), p.name
+    assert facts.counted == {p.uid for p in resolved if p.healthy and p.workload is not None}

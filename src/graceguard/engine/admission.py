@@ -33,6 +33,8 @@ import dataclasses
 import datetime as dt
 import enum
 import math
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
 
 from graceguard.domain import budgets, cluster, policy, times
 from graceguard.domain import windows as win
@@ -66,12 +68,19 @@ class Verdict:
     allowed: bool
     rule: Rule
     """The rule that decided: the first one that refuses, else why it is allowed."""
-    message: str
-    """For a refusal: the pod, the rule and when eviction becomes possible."""
+    reason: str
+    """Why, for people: for a refusal the rule and when eviction becomes possible."""
     source: str
+    pod: str = ""
+    """``namespace/name``."""
     until: dt.datetime | None = None
     """When the refusing rules stop holding the pod (``None``: unknown, e.g. a floor)."""
     retry_after: dt.timedelta | None = None
+
+    @property
+    def message(self) -> str:
+        """The answer to the evictor: ``graceguard: pod NS/NAME: REASON``."""
+        return f"graceguard: pod {self.pod}: {self.reason}"
 
 
 def source_for(username: str) -> str:
@@ -122,13 +131,13 @@ def admit(
     ``floor.current_healthy``. ``trusted``: the requester is graceguard's own controller.
     ``reader``: a ``ProtectionReader`` to reuse its memo (one is made when omitted).
     """
+    who = pod.key
     if trusted:
-        return Verdict(True, Rule.TRUSTED, "evicted by graceguard's own drain", source)
+        return Verdict(True, Rule.TRUSTED, "evicted by graceguard's own drain", source, who)
     if pod.finished or pod.terminating:
-        return Verdict(True, Rule.GONE, "the pod is finished or already terminating", source)
+        return Verdict(True, Rule.GONE, "finished or already terminating", source, who)
     if pod.start_time is None:
-        return Verdict(True, Rule.NOT_STARTED, "the pod has not started", source)
-    who = f"graceguard: pod {pod.namespace}/{pod.name}"
+        return Verdict(True, Rule.NOT_STARTED, "not started yet", source, who)
     reader = reader or projection.ProtectionReader(pol.limits)
     prot = reader.read(pod, now)
     parts: list[str] = []
@@ -173,7 +182,7 @@ def admit(
                 f"{floor.workload.name} is Ready"
             )
             return _refused(Rule.FLOOR, who=who, parts=parts, source=source, until=None, now=now)
-    return Verdict(True, Rule.UNPROTECTED, "no graceguard rule holds the pod", source)
+    return Verdict(True, Rule.UNPROTECTED, "no graceguard rule holds the pod", source, who)
 
 
 def _refused(
@@ -186,7 +195,96 @@ def _refused(
     now: dt.datetime,
 ) -> Verdict:
     wait = until - now if until is not None else None
-    text = f"{who}: {', '.join(parts)}"
+    text = ", ".join(parts)
     if wait is not None:
         text += f"; retry after {format_wait(wait)}"
-    return Verdict(False, rule, text, source, until, wait)
+    return Verdict(False, rule, text, source, who, until, wait)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Facts:
+    """What the webhook needs of the whole cluster, besides the pod itself: the workload floors,
+    the PDBs (a user's PDB replaces the policy's default floor) and which pods the floors count.
+
+    ``ClusterIndex`` holds the same floors but also every pod by node, which a webhook never
+    needs; this is built in a single pass that can be cut into chunks (``FactsBuilder``).
+    """
+
+    floors: Mapping[str, budgets.Floor]
+    pdbs_by_namespace: Mapping[str, tuple[cluster.PodDisruptionBudget, ...]]
+    counted: frozenset[str]
+    """UIDs of the pods counted as Ready in ``floors``: an eviction admitted for one of them is
+    not reflected yet."""
+
+    def pdbs_for(self, pod: cluster.Pod) -> list[cluster.PodDisruptionBudget]:
+        return [
+            pdb
+            for pdb in self.pdbs_by_namespace.get(pod.namespace, ())
+            if not pdb.selector.empty and pdb.selector.matches(pod.labels)
+        ]
+
+    def floor_for(self, pod: cluster.Pod) -> budgets.Floor | None:
+        """As ``ClusterIndex.floor_for``: the policy's default floor yields to a user's PDB, a
+        workload's own ``graceguard.io/min-available`` applies beside it."""
+        if pod.workload is None:
+            return None
+        floor = self.floors.get(pod.workload.key)
+        if floor is None or (not floor.explicit and self.pdbs_for(pod)):
+            return None
+        return floor
+
+
+EMPTY_FACTS = Facts({}, {}, frozenset())
+
+
+class FactsBuilder:
+    """Builds ``Facts`` from the pods given in any number of ``add`` calls, so that a server can
+    build them between requests, a chunk at a time.
+
+    ``owners`` maps a ReplicaSet's key to the Deployment that owns it: a Deployment's pods count
+    towards the Deployment's floor, as in ``ClusterView.snapshot``.
+    """
+
+    def __init__(
+        self,
+        *,
+        workloads: Iterable[cluster.Workload],
+        budgets: Iterable[cluster.PodDisruptionBudget],
+        owners: Mapping[str, cluster.WorkloadRef],
+        pol: policy.Policy,
+    ) -> None:
+        self._workloads = tuple(workloads)
+        self._owners = owners
+        self._pol = pol
+        pdbs: dict[str, list[cluster.PodDisruptionBudget]] = defaultdict(list)
+        for pdb in budgets:
+            pdbs[pdb.namespace].append(pdb)
+        self._pdbs = {ns: tuple(found) for ns, found in pdbs.items()}
+        self._healthy: dict[str, int] = defaultdict(int)
+        self._counted: set[str] = set()
+
+    def add(self, pods: Iterable[cluster.Pod]) -> None:
+        owners, healthy, counted = self._owners, self._healthy, self._counted
+        running = cluster.PodPhase.RUNNING
+        for pod in pods:
+            w = pod.workload
+            # pod.healthy, inlined: this loop runs once per pod of the cluster.
+            if w is None or not pod.ready or pod.deleting_since is not None:
+                continue
+            if pod.phase is not running:
+                continue
+            owner = owners.get(w.key) if w.kind == "ReplicaSet" else None
+            healthy[owner.key if owner is not None else w.key] += 1
+            counted.add(pod.uid)
+
+    def finish(self) -> Facts:
+        floors: dict[str, budgets.Floor] = {}
+        for workload in self._workloads:
+            floor, _warning = budgets.workload_floor(
+                workload,
+                default=self._pol.default_min_available,
+                current_healthy=self._healthy.get(workload.ref.key, 0),
+            )
+            if floor is not None:
+                floors[workload.ref.key] = floor
+        return Facts(floors, self._pdbs, frozenset(self._counted))
