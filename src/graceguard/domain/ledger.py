@@ -103,3 +103,39 @@ class DisruptionRecord:
             value = getattr(self, name)
             if value is not None and value.tzinfo is None:
                 raise ValueError(f"DisruptionRecord.{name} must be timezone-aware")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class DenialRecord:
+    """An eviction the webhook refused, once per pod, source and rule in each reporting period:
+    an evictor retrying every few seconds leaves one record (and one ``EvictionBlocked`` event)
+    per period, also when several webhook replicas answer its retries."""
+
+    namespace: str
+    pod: str
+    uid: str
+    node: str | None
+    source: str
+    """The disruption source, named after the requester (``cluster-autoscaler``)."""
+    requester: str
+    """The authenticated user that asked (``system:serviceaccount:kube-system:...``)."""
+    rule: str
+    """``protection``, ``window`` or ``floor``."""
+    message: str
+    until: dt.datetime | None
+    """When the refusing rules stop holding the pod, when known."""
+    at: dt.datetime
+    period: dt.datetime
+    """Start of the reporting period; with ``uid``, ``source`` and ``rule`` the record's key."""
+
+    def __post_init__(self) -> None:
+        for name in ("until", "at", "period"):
+            value = getattr(self, name)
+            if value is not None and value.tzinfo is None:
+                raise ValueError(f"DenialRecord.{name} must be timezone-aware")
+
+
+def reporting_period(at: dt.datetime, every: dt.timedelta) -> dt.datetime:
+    """The start of the period of length ``every`` (counted from the epoch) holding ``at``."""
+    epoch = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+    return epoch + (at - epoch) // every * every

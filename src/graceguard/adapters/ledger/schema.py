@@ -4,6 +4,16 @@
 older one refuses a newer ledger instead of misreading it. Instants are stored in UTC: as
 ``timestamp with time zone`` on PostgreSQL, as naive UTC text on SQLite (``UTCDateTime`` converts
 both ways and refuses naive datetimes).
+
+Versions and migrations (applied by ``Ledger.open(url)`` with ``create=True``, in one transaction):
+
+1. ``terminations``, ``actions``, ``disruptions`` (the controller).
+2. adds ``denials``: the evictions the webhook refused. A version-1 ledger is migrated forward
+   when a version-2 graceguard opens it for writing: ``create_all`` makes the missing table and
+   the row for version 2 is added; nothing existing changes, so every version-1 record reads as
+   before. ``graceguard history`` (read-only) on a version-1 ledger finds no denials. A
+   version-1 graceguard refuses a version-2 ledger ("upgrade graceguard"): the chart runs the
+   controller and the webhook from one image, so they move together.
 """
 
 from __future__ import annotations
@@ -13,8 +23,8 @@ from typing import Any
 
 import sqlalchemy as sa
 
-SCHEMA_VERSION = 1
-"""The version this code writes and reads."""
+SCHEMA_VERSION = 2
+"""The version this code writes and reads (it reads version 1 too)."""
 
 metadata = sa.MetaData()
 
@@ -109,3 +119,25 @@ disruptions = sa.Table(
     sa.Column("outcome", sa.String),
     sa.Index("ix_disruptions_node", "node"),
 )
+
+denials = sa.Table(
+    "denials",
+    metadata,
+    sa.Column("id", _ID, primary_key=True, autoincrement=True),
+    sa.Column("namespace", sa.String, nullable=False),
+    sa.Column("pod", sa.String, nullable=False),
+    sa.Column("uid", sa.String, nullable=False),
+    sa.Column("node", sa.String),
+    sa.Column("source", sa.String, nullable=False),
+    sa.Column("requester", sa.String, nullable=False),
+    sa.Column("rule", sa.String, nullable=False),
+    sa.Column("message", sa.Text, nullable=False),
+    sa.Column("until", UTCDateTime),
+    sa.Column("at", UTCDateTime, nullable=False),
+    sa.Column("period", UTCDateTime, nullable=False),
+    sa.UniqueConstraint(
+        "uid", "source", "rule", "period", name="uq_denials_uid_source_rule_period"
+    ),
+    sa.Index("ix_denials_namespace_pod", "namespace", "pod"),
+)
+"""Since version 2."""

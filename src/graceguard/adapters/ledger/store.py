@@ -245,6 +245,49 @@ class Ledger:
             rows = (await conn.execute(stmt)).mappings().all()
         return tuple(_disruption(r) for r in rows)
 
+    # ---- the webhook's refusals ----
+
+    async def record_denial(self, rec: ledger.DenialRecord) -> bool:
+        """Write a refusal; ``False`` when this pod, source and rule already have one in the same
+        reporting period (an evictor's retry, or another webhook replica's answer)."""
+        d = schema.denials
+        stmt = (
+            self._insert(d)
+            .values(_denial_row(rec))
+            .on_conflict_do_nothing(index_elements=["uid", "source", "rule", "period"])
+            .returning(d.c.id)
+        )
+        async with self._transaction("record a denial") as conn:
+            return (await conn.execute(stmt)).first() is not None
+
+    async def denials(
+        self,
+        *,
+        namespace: str | None = None,
+        pod: str | None = None,
+        since: dt.datetime | None = None,
+        limit: int | None = None,
+    ) -> tuple[ledger.DenialRecord, ...]:
+        """Refused evictions matching every filter given, newest first; none on a version-1
+        ledger (opened read-only, so not migrated)."""
+        d = schema.denials
+        stmt = sa.select(d)
+        if namespace is not None:
+            stmt = stmt.where(d.c.namespace == namespace)
+        if pod is not None:
+            stmt = stmt.where(d.c.pod == pod)
+        if since is not None:
+            stmt = stmt.where(d.c.at >= since)
+        stmt = stmt.order_by(d.c.at.desc(), d.c.id.desc())
+        if limit is not None:
+            stmt = stmt.limit(limit)
+        async with self._transaction("query denials") as conn:
+            present = await conn.run_sync(lambda sync: sa.inspect(sync).has_table(d.name))
+            if not present:
+                return ()
+            rows = (await conn.execute(stmt)).mappings().all()
+        return tuple(_denial(r) for r in rows)
+
     # ---- plumbing ----
 
     def _insert(self, table: sa.Table) -> Any:
@@ -388,4 +431,36 @@ def _disruption(row: sa.RowMapping) -> ledger.DisruptionRecord:
         opened_at=row["opened_at"],
         closed_at=row["closed_at"],
         outcome=ledger.Outcome(row["outcome"]) if row["outcome"] is not None else None,
+    )
+
+
+def _denial_row(rec: ledger.DenialRecord) -> dict[str, Any]:
+    return {
+        "namespace": rec.namespace,
+        "pod": rec.pod,
+        "uid": rec.uid,
+        "node": rec.node,
+        "source": rec.source,
+        "requester": rec.requester,
+        "rule": rec.rule,
+        "message": rec.message,
+        "until": rec.until,
+        "at": rec.at,
+        "period": rec.period,
+    }
+
+
+def _denial(row: sa.RowMapping) -> ledger.DenialRecord:
+    return ledger.DenialRecord(
+        namespace=row["namespace"],
+        pod=row["pod"],
+        uid=row["uid"],
+        node=row["node"],
+        source=row["source"],
+        requester=row["requester"],
+        rule=row["rule"],
+        message=row["message"],
+        until=row["until"],
+        at=row["at"],
+        period=row["period"],
     )

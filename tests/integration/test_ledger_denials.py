@@ -1,0 +1,100 @@
+"""The webhook's refusals in the ledger (schema version 2): one record per pod, source, rule and
+reporting period, on SQLite and PostgreSQL; and a version-1 ledger read as it is, then migrated
+forward when a version-2 graceguard opens it for writing."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import create_async_engine
+
+from graceguard.adapters.ledger import Ledger, schema
+from graceguard.domain import ledger
+
+from .test_ledger import eviction, record
+
+NOW = dt.datetime(2026, 11, 21, 3, 47, 13, 250000, tzinfo=dt.UTC)
+EVERY = dt.timedelta(minutes=10)
+
+
+def denial(
+    at: dt.datetime = NOW, *, rule: str = "protection", pod: str = "train-0"
+) -> ledger.DenialRecord:
+    return ledger.DenialRecord(
+        namespace="batch",
+        pod=pod,
+        uid=f"uid-{pod}",
+        node="node-a",
+        source="cluster-autoscaler",
+        requester="system:serviceaccount:kube-system:cluster-autoscaler",
+        rule=rule,
+        message="protected by graceguard.io/min-runtime=3h until 2026-11-21T05:00:00Z",
+        until=dt.datetime(2026, 11, 21, 5, 0, tzinfo=dt.UTC),
+        at=at,
+        period=ledger.reporting_period(at, EVERY),
+    )
+
+
+def test_reporting_periods_are_aligned() -> None:
+    assert ledger.reporting_period(NOW, EVERY) == dt.datetime(2026, 11, 21, 3, 40, tzinfo=dt.UTC)
+    start = dt.datetime(2026, 11, 21, 3, 50, tzinfo=dt.UTC)
+    assert ledger.reporting_period(start, EVERY) == start
+
+
+@pytest.mark.asyncio
+async def test_a_refusal_is_recorded_once_per_period(ledger_url: str) -> None:
+    async with await Ledger.open(ledger_url) as led:
+        assert await led.record_denial(denial())
+        # The evictor's retry a few seconds later, answered by this or another replica.
+        assert not await led.record_denial(denial(NOW + dt.timedelta(seconds=5)))
+        assert await led.record_denial(denial(rule="window"))
+        assert await led.record_denial(denial(NOW + EVERY))
+        assert await led.record_denial(denial(pod="other"))
+    async with await Ledger.open(ledger_url, create=False) as reader:
+        found = await reader.denials(pod="train-0")
+        assert [(d.rule, d.at) for d in found] == [
+            ("protection", NOW + EVERY),
+            ("window", NOW),
+            ("protection", NOW),
+        ]
+        assert found[-1] == denial()
+        assert (
+            len(await reader.denials(namespace="batch", since=NOW + dt.timedelta(seconds=1))) == 1
+        )
+        assert len(await reader.denials(limit=2)) == 2
+
+
+def _v1_tables() -> sa.MetaData:
+    old = sa.MetaData()
+    for table in (schema.schema_version, schema.terminations, schema.actions, schema.disruptions):
+        table.to_metadata(old)
+    return old
+
+
+@pytest.mark.asyncio
+async def test_a_version_1_ledger_is_read_as_is_then_migrated_forward(ledger_url: str) -> None:
+    """A ledger as graceguard 0.1's controller left it: its tables, version 1, one eviction."""
+    engine = create_async_engine(ledger_url)
+    async with engine.begin() as conn:
+        await conn.run_sync(_v1_tables().create_all)
+        await conn.execute(sa.insert(schema.schema_version).values(version=1, applied_at=NOW))
+    await engine.dispose()
+    async with await Ledger.open(ledger_url, create=False) as reader:
+        assert await reader.schema_version() == 1
+        assert await reader.denials() == ()  # read-only: not migrated, no denials to show
+
+    # The version-1 tables are written as version 1 wrote them (the same table objects).
+    v1 = await Ledger.open(ledger_url, create=False)
+    await v1.claim(eviction())
+    await v1.record(record())
+    await v1.close()
+
+    async with await Ledger.open(ledger_url) as writer:
+        assert await writer.schema_version() == schema.SCHEMA_VERSION == 2
+        assert await writer.record_denial(denial())
+        assert await writer.actions_for(eviction().uid) == (eviction(),)
+        assert await writer.query() == (record(),)
+    async with await Ledger.open(ledger_url, create=False) as reader:
+        assert await reader.denials() == (denial(),)
