@@ -9,7 +9,7 @@ import datetime as dt
 
 import pytest
 
-from graceguard.adapters.ledger import Ledger
+from graceguard.adapters.ledger import Ledger, schema
 from graceguard.domain import ledger
 from graceguard.domain import termination as t
 
@@ -46,7 +46,7 @@ async def test_replicas_starting_together_create_one_schema(pg_url: str) -> None
     all_ = await replicas(pg_url)
     try:
         versions = await asyncio.gather(*(led.schema_version() for led in all_))
-        assert versions == [1] * REPLICAS
+        assert versions == [schema.SCHEMA_VERSION] * REPLICAS
     finally:
         await close(all_)
 
