@@ -89,6 +89,32 @@ def test_an_overdue_eviction_waits_for_the_next_window() -> None:
     assert not d.renominate
 
 
+def test_a_moved_eviction_with_a_fresh_notice_still_falls_in_a_window() -> None:
+    """Found by the engine properties (a drain that never finished): a pod told for 04:00 with a
+    1 h notice lead, held by a budget past its 10-minute window, moved to max(next window,
+    now + 1h) = 05:19:59, outside every window; at 05:19:59 it moved again, hourly, forever."""
+    window = win.MaintenanceWindow.create(schedule="*/30 * * * *", duration="10m")
+    pol = policy.Policy(maintenance_windows=(window,))
+    told = pod(
+        "db-0",
+        notice_stage=notices.NoticeReason.SCHEDULED.value,
+        annotations={
+            ann.NOTICE: "1h",
+            ann.EVICTION_AT: "2026-06-15T04:00:00Z",
+            ann.EVICTION_REASON: "upgrade",
+            ann.BLOCKED_SINCE: "2026-06-15T04:00:00Z",
+        },
+    )
+    now = NOW + 4 * HOUR + 19 * MIN + dt.timedelta(seconds=59)
+    prot = protection.read_protection(
+        told.annotations, start_time=told.start_time, now=now, limits=pol.limits
+    )
+    d = decision.decide(pod=told, prot=prot, request=request(), pol=pol, now=now)
+    assert d.eviction_at >= now + HOUR  # a fresh, full notice
+    assert d.opening is not None and d.opening.contains(d.eviction_at)
+    assert d.eviction_at == NOW + 5 * HOUR + 30 * MIN  # the first window after the notice
+
+
 # --- everyday paths ------------------------------------------------------------------------------
 
 

@@ -148,8 +148,16 @@ def decide(
                             at,
                         )
                     )
-                    if previous is not None and stage == notices.NoticeReason.SCHEDULED.value:
-                        at = max(at, whole_second(now + lead))  # a moved eviction: fresh notice
+                    fresh = whole_second(now + lead)
+                    if (
+                        previous is not None
+                        and stage == notices.NoticeReason.SCHEDULED.value
+                        and at < fresh
+                    ):
+                        # A moved eviction needs a fresh full notice, and still a window: the
+                        # first one open at or after the notice runs out.
+                        again = win.earliest_in_windows(windows, fresh, skip=used_windows)
+                        at, opening = again if again is not None else (fresh, opening)
                     target = at
 
     latest: dt.datetime | None = None
