@@ -1,0 +1,27 @@
+"""The webhook's Prometheus metrics (served on ``/metrics`` by ``graceguard webhook``)."""
+
+from __future__ import annotations
+
+import prometheus_client as prom
+
+REGISTRY = prom.CollectorRegistry(auto_describe=True)
+
+REVIEWS = prom.Counter(
+    "graceguard_webhook_reviews_total",
+    "Eviction reviews answered, by result (allowed, denied, denied-dry-run, allowed-undecided, "
+    "denied-undecided, bad-request) and the rule that decided.",
+    ["result", "rule"],
+    registry=REGISTRY,
+)
+LATENCY = prom.Histogram(
+    "graceguard_webhook_review_seconds",
+    "Time to answer one review, from the request's headers to the answer's last byte.",
+    buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0),
+    registry=REGISTRY,
+)
+FACTS_BUILD = prom.Histogram(
+    "graceguard_webhook_facts_build_seconds",
+    "Time to rebuild the cluster facts (floors, PDBs) from the cache, yields included.",
+    buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0),
+    registry=REGISTRY,
+)

@@ -1,0 +1,289 @@
+"""The eviction webhook's service: one AdmissionReview in, one answer out, plus the side effects
+of a refusal. The decision itself is ``engine.admission.admit``; this layer finds the pod and the
+cluster facts, knows who graceguard is, and reports.
+
+* **Who asks.** ``userInfo.username`` is set by the apiserver from the requester's credentials:
+  graceguard's own controller is recognised by its ServiceAccount's username (``trusted``), never by
+  anything in the request body, a label or an annotation, which any client can write.
+* **Side effects.** A refusal of a real (not ``dryRun``) eviction becomes an ``EvictionBlocked``
+  event on the pod and a ledger record, at most once per pod, source and rule in each reporting
+  period (``report_every``, 10 minutes): evictors retry every few seconds. With a shared ledger
+  (PostgreSQL) the record's unique key also keeps several webhook replicas from reporting the same
+  period twice. Reporting runs in the background: an answer never waits for the API or the ledger.
+  A ``dryRun`` eviction gets the same answer and leaves no trace.
+* **Evictions in flight.** An admitted eviction takes a moment to show in the cache (and up to the
+  facts' rebuild interval in the floors). Until it does, it counts against its workload's floor, so
+  a drain evicting every pod of a node at once cannot take a Deployment below its floor through
+  this replica. (Replicas do not share this; a PodDisruptionBudget, which the Eviction API checks
+  atomically, is exact.)
+* **When it cannot decide** (cache not synced, the pod not readable, a review naming no pod, a
+  bug), it answers per ``failure_policy``, the same knob as the ValidatingWebhookConfiguration's:
+  ``Fail`` refuses (429 for what may pass, so evictors retry; 400 for a malformed review),
+  ``Ignore`` allows with a warning.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import datetime as dt
+import enum
+import logging
+from collections.abc import Callable
+from typing import Protocol
+
+from graceguard.domain import budgets, cluster, ledger, policy
+from graceguard.engine import actions as act
+from graceguard.engine import admission, projection
+from graceguard.webhook import metrics
+from graceguard.webhook import review as reviews
+
+log = logging.getLogger(__name__)
+
+REPORT_EVERY = dt.timedelta(minutes=10)
+PENDING_FOR = dt.timedelta(seconds=30)
+"""How long an admitted eviction counts against its floor when the cache never shows it (the
+Eviction API refused it after admission, e.g. for a PDB)."""
+MAX_REPORTS_IN_FLIGHT = 256
+
+
+class FailurePolicy(enum.StrEnum):
+    FAIL = "Fail"
+    IGNORE = "Ignore"
+
+
+class AdmissionState(Protocol):
+    """The cluster as the webhook sees it (an informer cache in production)."""
+
+    @property
+    def synced(self) -> bool:
+        """The cache has listed everything once."""
+
+    def pod(self, namespace: str, name: str) -> cluster.Pod | None:
+        """The pod from the cache, its workload resolved to the Deployment owning its ReplicaSet."""
+
+    async def fetch_pod(self, namespace: str, name: str) -> cluster.Pod | None:
+        """The pod from the API (a pod too new for the cache); ``None`` when it does not exist."""
+
+    def facts(self) -> admission.Facts:
+        """Floors and PDBs, rebuilt at most about once a second."""
+
+    def policy(self) -> policy.Policy:
+        """The DisruptionPolicy in force."""
+
+
+class EventPort(Protocol):
+    async def post_event(
+        self, *, pod: act.PodRef, reason: str, message: str, warning: bool = False
+    ) -> None: ...
+
+
+class DenialLedger(Protocol):
+    async def record_denial(self, rec: ledger.DenialRecord) -> bool: ...
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Answer:
+    status: int
+    """HTTP status: 200 with an AdmissionReview, 400 with a plain reason."""
+    body: bytes
+    verdict: admission.Verdict | None = None
+
+
+class _Undecided(Exception):  # noqa: N818 - a way out of a review, not a caller's error
+    def __init__(self, why: str, code: int) -> None:
+        super().__init__(why)
+        self.why = why
+        self.code = code
+
+
+class AdmissionService:
+    def __init__(
+        self,
+        *,
+        state: AdmissionState,
+        events: EventPort | None,
+        denials: DenialLedger | None,
+        trusted: frozenset[str],
+        failure_policy: FailurePolicy,
+        clock: Callable[[], dt.datetime],
+        report_every: dt.timedelta = REPORT_EVERY,
+    ) -> None:
+        self._state = state
+        self._events = events
+        self._denials = denials
+        self.trusted = trusted
+        self.failure_policy = failure_policy
+        self._clock = clock
+        self._report_every = report_every
+        self._reported: dict[tuple[str, str, str], dt.datetime] = {}
+        self._pending: dict[str, tuple[str, dt.datetime]] = {}
+        """Pod uid -> (workload key, admitted at): evictions admitted, maybe not in the cache."""
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._reader: projection.ProtectionReader | None = None
+        self._reader_policy: policy.Policy | None = None
+
+    # ---- one review ----
+
+    async def review(self, body: bytes) -> Answer:
+        try:
+            rev = reviews.parse(body)
+        except reviews.ReviewError as err:
+            metrics.REVIEWS.labels(result="bad-request", rule="").inc()
+            return Answer(400, f"graceguard: {err}\n".encode())
+        if not rev.is_eviction:
+            metrics.REVIEWS.labels(result="allowed", rule="not-an-eviction").inc()
+            return Answer(200, reviews.answer(rev, allowed=True))
+        try:
+            if rev.problem is not None:
+                raise _Undecided(rev.problem, 400)
+            verdict = await self._decide(rev)
+        except _Undecided as why:
+            return self._undecided(rev, why.why, why.code)
+        except Exception as err:  # a bug must not take the evictions down with it
+            log.exception("review %s of %s/%s failed", rev.uid, rev.namespace, rev.name)
+            return self._undecided(rev, f"internal error: {type(err).__name__}: {err}", 500)
+        if verdict is None:
+            metrics.REVIEWS.labels(result="allowed", rule="not-found").inc()
+            return Answer(200, reviews.answer(rev, allowed=True, audit={"rule": "not-found"}))
+        audit = {"rule": str(verdict.rule), "source": verdict.source}
+        if verdict.allowed:
+            metrics.REVIEWS.labels(result="allowed", rule=str(verdict.rule)).inc()
+            return Answer(200, reviews.answer(rev, allowed=True, audit=audit), verdict)
+        metrics.REVIEWS.labels(
+            result="denied-dry-run" if rev.dry_run else "denied", rule=str(verdict.rule)
+        ).inc()
+        return Answer(
+            200,
+            reviews.answer(rev, allowed=False, code=429, message=verdict.message, audit=audit),
+            verdict,
+        )
+
+    async def _decide(self, rev: reviews.EvictionReview) -> admission.Verdict | None:
+        now = self._clock()
+        source = admission.source_for(rev.username)
+        trusted = rev.username in self.trusted
+        state = self._state
+        if not state.synced:
+            if trusted:  # graceguard's own evictions need no cluster facts
+                return admission.Verdict(True, admission.Rule.TRUSTED, "trusted", source)
+            raise _Undecided("the webhook's cluster cache is not synced yet", 429)
+        pod = state.pod(rev.namespace, rev.name)
+        if pod is None:
+            try:
+                pod = await state.fetch_pod(rev.namespace, rev.name)
+            except Exception as err:
+                raise _Undecided(f"cannot read pod {rev.namespace}/{rev.name}: {err}", 429) from err
+            if pod is None:
+                return None  # the Eviction API answers 404 itself
+        pol = state.policy()
+        facts = state.facts()
+        floor = facts.floor_for(pod)
+        verdict = admission.admit(
+            pod=pod,
+            pol=pol,
+            now=now,
+            source=source,
+            floor=floor,
+            pending=self._pending_for(floor, pod, facts, now) if floor is not None else 0,
+            trusted=trusted,
+            reader=self._reader_for(pol),
+        )
+        if not rev.dry_run:
+            if verdict.allowed:
+                if floor is not None and pod.healthy:
+                    self._pending[pod.uid] = (floor.workload.key, now)
+            else:
+                self._report(rev, pod, verdict, now)
+        return verdict
+
+    def _reader_for(self, pol: policy.Policy) -> projection.ProtectionReader:
+        if self._reader is None or self._reader_policy is not pol:
+            self._reader = projection.ProtectionReader(pol.limits)
+            self._reader_policy = pol
+        return self._reader
+
+    def _pending_for(
+        self, floor: budgets.Floor, pod: cluster.Pod, facts: admission.Facts, now: dt.datetime
+    ) -> int:
+        if not self._pending:
+            return 0
+        expired = now - PENDING_FOR
+        key = floor.workload.key
+        count = 0
+        for uid, (workload, at) in list(self._pending.items()):
+            if at < expired:
+                del self._pending[uid]
+            elif workload == key and uid != pod.uid and uid in facts.counted:
+                count += 1
+        return count
+
+    def _undecided(self, rev: reviews.EvictionReview, why: str, code: int) -> Answer:
+        text = f"graceguard could not decide: {why}"
+        if self.failure_policy is FailurePolicy.IGNORE:
+            metrics.REVIEWS.labels(result="allowed-undecided", rule="").inc()
+            warning = f"{text}; allowed by failurePolicy Ignore"
+            return Answer(200, reviews.answer(rev, allowed=True, warnings=(warning,)))
+        metrics.REVIEWS.labels(result="denied-undecided", rule="").inc()
+        return Answer(200, reviews.answer(rev, allowed=False, code=code, message=text))
+
+    # ---- reporting a refusal ----
+
+    def _report(
+        self,
+        rev: reviews.EvictionReview,
+        pod: cluster.Pod,
+        verdict: admission.Verdict,
+        now: dt.datetime,
+    ) -> None:
+        period = ledger.reporting_period(now, self._report_every)
+        key = (pod.uid or pod.key, verdict.source, str(verdict.rule))
+        if self._reported.get(key) == period:
+            return
+        if len(self._reported) > 10_000:
+            self._reported = {k: p for k, p in self._reported.items() if p == period}
+        self._reported[key] = period
+        if len(self._tasks) >= MAX_REPORTS_IN_FLIGHT:
+            log.warning("too many refusals being reported; not reporting %s", verdict.message)
+            return
+        record = ledger.DenialRecord(
+            namespace=pod.namespace,
+            pod=pod.name,
+            uid=pod.uid,
+            node=pod.node,
+            source=verdict.source,
+            requester=rev.username,
+            rule=str(verdict.rule),
+            message=verdict.reason,
+            until=verdict.until,
+            at=now,
+            period=period,
+        )
+        task = asyncio.get_running_loop().create_task(self._send_report(record))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _send_report(self, rec: ledger.DenialRecord) -> None:
+        if self._denials is not None:
+            try:
+                if not await self._denials.record_denial(rec):
+                    return  # another replica reported this period
+            except Exception as err:
+                log.warning("cannot record the refusal for %s/%s: %s", rec.namespace, rec.pod, err)
+        if self._events is None:
+            return
+        who = rec.source if rec.source == rec.requester else f"{rec.source} ({rec.requester})"
+        try:
+            await self._events.post_event(
+                pod=act.PodRef(rec.namespace, rec.pod, rec.uid),
+                reason="EvictionBlocked",
+                message=f"eviction by {who} refused: {rec.message}",
+                warning=True,
+            )
+        except Exception as err:
+            log.warning("cannot post EvictionBlocked on %s/%s: %s", rec.namespace, rec.pod, err)
+
+    async def settle(self) -> None:
+        """Wait for the reports under way (tests, shutdown)."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)

@@ -1,0 +1,535 @@
+"""The webhook's service layer against fake ports: AdmissionReviews in, answers out; who is
+trusted; refusals reported once per period and never for a dry run; evictions in flight against a
+floor; the failure policy when it cannot decide; and no input that makes it raise."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import datetime as dt
+import json
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from graceguard.domain import annotations as ann
+from graceguard.domain import cluster, ledger, policy
+from graceguard.domain import windows as win
+from graceguard.engine import actions as act
+from graceguard.engine import admission
+from graceguard.webhook import review
+from graceguard.webhook.service import AdmissionService, FailurePolicy
+
+NOW = dt.datetime(2026, 11, 21, 3, 47, 13, tzinfo=dt.UTC)
+GRACEGUARD = "system:serviceaccount:graceguard-system:graceguard"
+AUTOSCALER = "system:serviceaccount:kube-system:cluster-autoscaler"
+DEPLOY = cluster.WorkloadRef("Deployment", "team", "web")
+
+
+def pod(name: str, **kw: Any) -> cluster.Pod:
+    fields: dict[str, Any] = {
+        "node": "n1",
+        "uid": f"uid-{name}",
+        "start_time": NOW - dt.timedelta(hours=1),
+    }
+    fields.update(kw)
+    return cluster.Pod("team", name, **fields)
+
+
+PROTECTED = pod("train", annotations={ann.MIN_RUNTIME: "3h"})
+
+
+class State:
+    def __init__(self, pods: list[cluster.Pod], *, synced: bool = True) -> None:
+        self.pods = {p.name: p for p in pods}
+        self.synced = synced
+        self.api: dict[str, cluster.Pod] = {}
+        self.api_error: Exception | None = None
+        self.facts_value = admission.EMPTY_FACTS
+        self.pol = policy.DEFAULT
+        self.broken = False
+
+    def pod(self, namespace: str, name: str) -> cluster.Pod | None:
+        return self.pods.get(name) if namespace == "team" else None
+
+    async def fetch_pod(self, namespace: str, name: str) -> cluster.Pod | None:
+        if self.api_error is not None:
+            raise self.api_error
+        return self.api.get(name)
+
+    def facts(self) -> admission.Facts:
+        if self.broken:
+            raise KeyError("boom")
+        return self.facts_value
+
+    def policy(self) -> policy.Policy:
+        return self.pol
+
+
+class Events:
+    def __init__(self, *, fail: bool = False) -> None:
+        self.posted: list[tuple[act.PodRef, str, str, bool]] = []
+        self.fail = fail
+
+    async def post_event(
+        self, *, pod: act.PodRef, reason: str, message: str, warning: bool = False
+    ) -> None:
+        if self.fail:
+            raise ConnectionError("apiserver down")
+        self.posted.append((pod, reason, message, warning))
+
+
+class Denials:
+    def __init__(self) -> None:
+        self.records: list[ledger.DenialRecord] = []
+        self.keys: set[tuple[str, str, str, dt.datetime]] = set()
+
+    async def record_denial(self, rec: ledger.DenialRecord) -> bool:
+        key = (rec.uid, rec.source, rec.rule, rec.period)
+        if key in self.keys:
+            return False
+        self.keys.add(key)
+        self.records.append(rec)
+        return True
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = NOW
+
+    def __call__(self) -> dt.datetime:
+        return self.now
+
+
+@dataclasses.dataclass
+class Rig:
+    service: AdmissionService
+    state: State
+    events: Events
+    denials: Denials
+    clock: Clock
+
+
+def rig(
+    pods: list[cluster.Pod] | None = None,
+    *,
+    failure: FailurePolicy = FailurePolicy.FAIL,
+    synced: bool = True,
+    events: Events | None = None,
+    denials: Denials | None = None,
+) -> Rig:
+    state = State([PROTECTED] if pods is None else pods, synced=synced)
+    events = events or Events()
+    denials = denials or Denials()
+    clock = Clock()
+    service = AdmissionService(
+        state=state,
+        events=events,
+        denials=denials,
+        trusted=frozenset({GRACEGUARD}),
+        failure_policy=failure,
+        clock=clock,
+    )
+    return Rig(service, state, events, denials, clock)
+
+
+def body(
+    name: str = "train",
+    *,
+    user: str = AUTOSCALER,
+    dry_run: bool = False,
+    version: str = "admission.k8s.io/v1",
+    labels: dict[str, str] | None = None,
+    **request: Any,
+) -> bytes:
+    req: dict[str, Any] = {
+        "uid": "705ab4f5-6393-11e8-b7cc-42010a800002",
+        "kind": {"group": "policy", "version": "v1", "kind": "Eviction"},
+        "resource": {"group": "", "version": "v1", "resource": "pods"},
+        "subResource": "eviction",
+        "name": name,
+        "namespace": "team",
+        "operation": "CREATE",
+        "userInfo": {"username": user, "groups": ["system:authenticated"]},
+        "object": {
+            "apiVersion": "policy/v1",
+            "kind": "Eviction",
+            "metadata": {"name": name, "namespace": "team", "labels": labels or {}},
+        },
+        "dryRun": dry_run,
+    }
+    req.update(request)
+    return json.dumps({"apiVersion": version, "kind": "AdmissionReview", "request": req}).encode()
+
+
+def response(answer: bytes) -> dict[str, Any]:
+    doc = json.loads(answer)
+    assert doc["kind"] == "AdmissionReview"
+    found: dict[str, Any] = doc["response"]
+    assert found["uid"] == "705ab4f5-6393-11e8-b7cc-42010a800002"
+    return found
+
+
+async def ask(r: Rig, data: bytes) -> dict[str, Any]:
+    answer = await r.service.review(data)
+    assert answer.status == 200, answer.body
+    found = response(answer.body)
+    await r.service.settle()
+    return found
+
+
+# ---- parsing ----
+
+
+@pytest.mark.parametrize(
+    ("data", "why"),
+    [
+        (b"", "not JSON"),
+        (b"{", "not JSON"),
+        (b"\xff\xfe", "not JSON"),
+        (b"[1, 2]", "got JSON list"),
+        (b'"AdmissionReview"', "got JSON str"),
+        (b'{"apiVersion": "admission.k8s.io/v2", "kind": "AdmissionReview"}', "unsupported"),
+        (b'{"kind": "AdmissionReview", "request": {"uid": "x"}}', "unsupported"),
+        (b'{"apiVersion": "admission.k8s.io/v1", "kind": "Pod"}', "expected kind"),
+        (b'{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"}', "no request"),
+        (
+            b'{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": 3}',
+            "no request",
+        ),
+        (
+            b'{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {}}',
+            "no uid",
+        ),
+        (b"[" * 100_000 + b"]" * 100_000, "not JSON"),
+    ],
+)
+@pytest.mark.asyncio
+async def test_what_cannot_be_answered_is_a_400_with_the_reason(data: bytes, why: str) -> None:
+    answer = await rig().service.review(data)
+    assert answer.status == 400
+    text = answer.body.decode()
+    assert text.startswith("graceguard: ") and why in text and text[-1] == "\n"
+
+
+def test_a_review_names_the_pod_the_user_and_dry_run() -> None:
+    rev = review.parse(body(dry_run=True))
+    assert (rev.namespace, rev.name, rev.username, rev.dry_run) == (
+        "team",
+        "train",
+        AUTOSCALER,
+        True,
+    )
+    assert rev.is_eviction and rev.problem is None
+    # The pod's name may come from the Eviction object; dryRun from its deleteOptions.
+    obj = {"metadata": {"name": "x", "namespace": "team"}, "deleteOptions": {"dryRun": ["All"]}}
+    rev = review.parse(body(name="", namespace=None, object=obj, dryRun=None))
+    assert (rev.namespace, rev.name, rev.dry_run) == ("team", "x", True)
+
+
+@pytest.mark.asyncio
+async def test_the_answer_is_in_the_reviews_own_version() -> None:
+    r = rig()
+    answer = await r.service.review(body(version="admission.k8s.io/v1beta1"))
+    assert json.loads(answer.body)["apiVersion"] == "admission.k8s.io/v1beta1"
+
+
+@pytest.mark.asyncio
+async def test_anything_but_an_eviction_is_allowed_untouched() -> None:
+    r = rig()
+    found = await ask(r, body(subResource="", operation="DELETE"))
+    assert found["allowed"] is True
+    assert r.events.posted == [] and r.denials.records == []
+
+
+# ---- decisions ----
+
+
+@pytest.mark.asyncio
+async def test_a_protected_pod_is_refused_with_429_and_graceguards_message() -> None:
+    r = rig()
+    found = await ask(r, body())
+    assert found["allowed"] is False
+    assert found["status"] == {
+        "code": 429,
+        "reason": "TooManyRequests",
+        "message": "graceguard: pod team/train: protected by graceguard.io/min-runtime=3h until "
+        "2026-11-21T05:47:13Z; retry after 2h",
+    }
+    # No Retry-After: client-go would sleep that long (hours) inside the evictor's call.
+    assert "details" not in found["status"]
+    assert found["auditAnnotations"] == {"rule": "protection", "source": "cluster-autoscaler"}
+
+
+@pytest.mark.asyncio
+async def test_a_refusal_is_an_event_and_a_ledger_record_once_per_period() -> None:
+    r = rig()
+    for _ in range(5):  # the autoscaler retries every 10 s
+        await ask(r, body())
+        r.clock.now += dt.timedelta(seconds=10)
+    ((ref, reason, message, warning),) = r.events.posted
+    assert (ref.namespace, ref.name, ref.uid) == ("team", "train", "uid-train")
+    assert reason == "EvictionBlocked" and warning
+    assert message == (
+        "eviction by cluster-autoscaler (system:serviceaccount:kube-system:cluster-autoscaler) "
+        "refused: protected by graceguard.io/min-runtime=3h until 2026-11-21T05:47:13Z; "
+        "retry after 2h"
+    )
+    (rec,) = r.denials.records
+    assert (rec.source, rec.requester, rec.rule, rec.node) == (
+        "cluster-autoscaler",
+        AUTOSCALER,
+        "protection",
+        "n1",
+    )
+    assert rec.until == NOW + dt.timedelta(hours=2) and rec.at == NOW
+    # Another source is another report; the next period is another report.
+    await ask(r, body(user="kubernetes-admin"))
+    r.clock.now = NOW + dt.timedelta(minutes=10)
+    await ask(r, body())
+    assert [d.source for d in r.denials.records] == [
+        "cluster-autoscaler",
+        "eviction-api",
+        "cluster-autoscaler",
+    ]
+    assert len(r.events.posted) == 3
+
+
+@pytest.mark.asyncio
+async def test_a_dry_run_gets_the_same_answer_and_leaves_no_trace() -> None:
+    r = rig()
+    dry = await ask(r, body(dry_run=True))
+    assert r.events.posted == [] and r.denials.records == []
+    real = await ask(r, body())
+    assert dry == real
+    assert len(r.events.posted) == 1
+
+
+@pytest.mark.asyncio
+async def test_a_period_another_replica_reported_is_not_reported_again() -> None:
+    shared = Denials()
+    first, second = rig(denials=shared), rig(denials=shared)
+    await ask(first, body())
+    await ask(second, body())
+    assert len(shared.records) == 1
+    assert len(first.events.posted) + len(second.events.posted) == 1
+
+
+@pytest.mark.asyncio
+async def test_reporting_failures_do_not_change_the_answer() -> None:
+    r = rig(events=Events(fail=True))
+    found = await ask(r, body())
+    assert found["allowed"] is False and len(r.denials.records) == 1
+
+
+@pytest.mark.asyncio
+async def test_graceguards_own_service_account_is_admitted() -> None:
+    r = rig()
+    found = await ask(r, body(user=GRACEGUARD))
+    assert found["allowed"] is True
+    assert found["auditAnnotations"] == {"rule": "graceguard", "source": "graceguard"}
+
+
+@pytest.mark.parametrize(
+    "user",
+    [
+        "system:serviceaccount:other-namespace:graceguard",
+        "system:serviceaccount:graceguard-system:graceguard-webhook",
+        "graceguard",
+        "system:serviceaccount:graceguard-system:graceguard ",
+    ],
+)
+@pytest.mark.asyncio
+async def test_only_the_exact_trusted_user_is_trusted(user: str) -> None:
+    assert (await ask(rig(), body(user=user)))["allowed"] is False
+
+
+@pytest.mark.asyncio
+async def test_labels_and_annotations_claiming_to_be_graceguard_do_not_help() -> None:
+    claims = {"app.kubernetes.io/name": "graceguard", "graceguard.io/evicted-by": "graceguard"}
+    spoof = dataclasses.replace(
+        PROTECTED, labels=claims, annotations={**PROTECTED.annotations, **claims}
+    )
+    r = rig([spoof])
+    found = await ask(
+        r, body(labels=claims, userInfo={"username": AUTOSCALER, "extra": {"graceguard": ["true"]}})
+    )
+    assert found["allowed"] is False
+
+
+@pytest.mark.asyncio
+async def test_an_unprotected_or_finished_pod_goes() -> None:
+    r = rig([pod("web-1"), dataclasses.replace(PROTECTED, phase=cluster.PodPhase.SUCCEEDED)])
+    assert (await ask(r, body("web-1")))["allowed"] is True
+    assert (await ask(r, body("train")))["allowed"] is True
+    assert r.events.posted == []
+
+
+@pytest.mark.asyncio
+async def test_a_pod_not_in_the_cache_is_read_from_the_api() -> None:
+    r = rig([])
+    r.state.api["train"] = PROTECTED
+    assert (await ask(r, body()))["allowed"] is False
+    found = await ask(r, body("gone"))
+    assert found["allowed"] is True and found["auditAnnotations"] == {"rule": "not-found"}
+
+
+@pytest.mark.asyncio
+async def test_the_sources_windows_apply() -> None:
+    r = rig([pod("web-1")])
+    window = win.MaintenanceWindow.create(schedule="0 2 * * *", duration="1h")
+    r.state.pol = dataclasses.replace(
+        policy.DEFAULT,
+        maintenance_windows=(window,),
+        windowed_sources=frozenset({"cluster-autoscaler"}),
+    )
+    refused = await ask(r, body("web-1"))
+    assert refused["status"]["message"].startswith(
+        "graceguard: pod team/web-1: cluster-autoscaler may evict only inside maintenance windows"
+    )
+    assert (await ask(r, body("web-1", user="kubernetes-admin")))["allowed"] is True
+
+
+# ---- floors and evictions in flight ----
+
+
+def floor_rig(replicas: int) -> Rig:
+    pods = [pod(f"web-{i}", workload=DEPLOY) for i in range(replicas)]
+    r = rig(pods)
+    builder = admission.FactsBuilder(
+        workloads=[cluster.Workload(DEPLOY, replicas)], budgets=[], owners={}, pol=policy.DEFAULT
+    )
+    builder.add(pods)
+    r.state.facts_value = builder.finish()
+    return r
+
+
+@pytest.mark.asyncio
+async def test_a_drain_evicting_all_at_once_keeps_the_floor() -> None:
+    r = floor_rig(4)  # 50%: two may go
+    answers = [await ask(r, body(f"web-{i}", user="kubernetes-admin")) for i in range(4)]
+    assert [a["allowed"] for a in answers] == [True, True, False, False]
+    assert answers[2]["status"]["message"] == (
+        "graceguard: pod team/web-2: Deployment web must keep 2 of 4 replicas Ready "
+        "(min-available 50%; 4 Ready); retry when another replica of Deployment web is Ready"
+    )
+    # The same pod asked again is the same eviction, not another one.
+    assert (await ask(r, body("web-0", user="kubernetes-admin")))["allowed"] is True
+    # A dry run is not an eviction in flight.
+    r = floor_rig(4)
+    for _ in range(3):
+        assert (await ask(r, body("web-0", dry_run=True)))["allowed"] is True
+    assert (await ask(r, body("web-1")))["allowed"] is True
+
+
+@pytest.mark.asyncio
+async def test_an_eviction_in_flight_counts_until_the_facts_show_it_or_it_expires() -> None:
+    r = floor_rig(2)  # one may go
+    assert (await ask(r, body("web-0")))["allowed"] is True
+    assert (await ask(r, body("web-1")))["allowed"] is False
+    # The cache now shows web-0 terminating: the floor counts one Ready replica, none may go...
+    gone = dataclasses.replace(r.state.pods["web-0"], deleting_since=NOW)
+    builder = admission.FactsBuilder(
+        workloads=[cluster.Workload(DEPLOY, 2)], budgets=[], owners={}, pol=policy.DEFAULT
+    )
+    builder.add([gone, r.state.pods["web-1"]])
+    r.state.facts_value = builder.finish()
+    assert (await ask(r, body("web-1")))["allowed"] is False
+    # ...and when the Eviction API refused web-0 after admission (a PDB), it counts 30 s at most.
+    r = floor_rig(2)
+    assert (await ask(r, body("web-0")))["allowed"] is True
+    r.clock.now += dt.timedelta(seconds=31)
+    assert (await ask(r, body("web-1")))["allowed"] is True
+
+
+# ---- when it cannot decide ----
+
+
+@pytest.mark.asyncio
+async def test_not_synced_fail_refuses_with_429_ignore_allows_with_a_warning() -> None:
+    fail = await ask(rig(synced=False), body())
+    assert fail["allowed"] is False and fail["status"]["code"] == 429
+    assert "cache is not synced" in fail["status"]["message"]
+    ignore = await ask(rig(synced=False, failure=FailurePolicy.IGNORE), body())
+    assert ignore["allowed"] is True
+    assert ignore["warnings"] == [
+        "graceguard could not decide: the webhook's cluster cache is not synced yet; allowed by "
+        "failurePolicy Ignore"
+    ]
+    # graceguard's own evictions need no cache.
+    assert (await ask(rig(synced=False), body(user=GRACEGUARD)))["allowed"] is True
+
+
+@pytest.mark.asyncio
+async def test_a_review_naming_no_pod_follows_the_failure_policy() -> None:
+    data = body(name="", namespace="", object=None)
+    fail = await ask(rig(), data)
+    assert fail["allowed"] is False and fail["status"]["code"] == 400
+    assert "names no pod" in fail["status"]["message"]
+    assert (await ask(rig(failure=FailurePolicy.IGNORE), data))["allowed"] is True
+
+
+@pytest.mark.asyncio
+async def test_an_unreadable_pod_or_a_bug_follows_the_failure_policy() -> None:
+    r = rig([])
+    r.state.api_error = TimeoutError("apiserver slow")
+    found = await ask(r, body())
+    assert found["allowed"] is False and found["status"]["code"] == 429
+    assert "cannot read pod team/train: apiserver slow" in found["status"]["message"]
+    r = rig()
+    r.state.broken = True
+    found = await ask(r, body())
+    assert found["allowed"] is False and found["status"]["code"] == 500
+    assert "internal error: KeyError" in found["status"]["message"]
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=20,
+)
+FIELDS = st.sampled_from(
+    [
+        "uid",
+        "name",
+        "namespace",
+        "operation",
+        "resource",
+        "subResource",
+        "userInfo",
+        "object",
+        "dryRun",
+    ]
+)
+
+
+@st.composite
+def mangled(draw: st.DrawFn) -> bytes:
+    """A valid review with some fields replaced by arbitrary JSON, or arbitrary bytes."""
+    if draw(st.booleans()):
+        return draw(st.binary(max_size=64))
+    doc = json.loads(body())
+    for field in draw(st.lists(FIELDS, max_size=4)):
+        doc["request"][field] = draw(JSON)
+    if draw(st.booleans()):
+        doc[draw(st.sampled_from(["apiVersion", "kind", "request"]))] = draw(JSON)
+    return json.dumps(doc).encode()
+
+
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture], max_examples=200)
+@given(mangled(), st.sampled_from(list(FailurePolicy)))
+def test_no_input_makes_the_service_raise(data: bytes, failure: FailurePolicy) -> None:
+    async def go() -> None:
+        r = rig(failure=failure)
+        answer = await r.service.review(data)
+        await r.service.settle()
+        assert answer.status in (200, 400)
+        if answer.status == 200:
+            doc = json.loads(answer.body)
+            assert isinstance(doc["response"]["allowed"], bool)
+
+    asyncio.run(go())
