@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from graceguard.cli import controller, drain, explain, history, plan, simulate
+from graceguard.cli import controller, drain, explain, history, plan, simulate, webhook
 
 app = typer.Typer(
     name="graceguard",
@@ -30,6 +30,7 @@ app.command("history")(history.history)
 app.command("controller")(controller.controller)
 app.command("drain")(drain.drain)
 app.command("plan")(plan.plan)
+app.command("webhook")(webhook.webhook)
 
 if __name__ == "__main__":
     app()

@@ -33,9 +33,16 @@ COMPONENT = "graceguard"
 
 
 class LightkubeWriter:
-    def __init__(self, client: lightkube.AsyncClient, *, instance: str | None = None) -> None:
+    def __init__(
+        self,
+        client: lightkube.AsyncClient,
+        *,
+        instance: str | None = None,
+        component: str = "graceguard.io/controller",
+    ) -> None:
         self._client = client
         self._instance = instance or os.environ.get("POD_NAME", "graceguard")
+        self._component = component
 
     async def post_event(
         self, *, pod: act.PodRef, reason: str, message: str, warning: bool = False
@@ -56,7 +63,7 @@ class LightkubeWriter:
             "message": message[:1024],
             "type": "Warning" if warning else "Normal",
             "source": {"component": COMPONENT},
-            "reportingComponent": "graceguard.io/controller",
+            "reportingComponent": self._component,
             "reportingInstance": self._instance,
             "firstTimestamp": times.format_time(now.replace(microsecond=0)),
             "lastTimestamp": times.format_time(now.replace(microsecond=0)),

@@ -1,0 +1,126 @@
+"""The webhook's view of the cluster: informers (a ``ClusterView``, minus what a webhook never
+reads) and the facts built from them, kept fresh without ever making a review wait.
+
+A review reads its pod straight from the pod informer's store (a dictionary lookup, as fresh as
+the watch) and the floors from ``Facts``. Facts are rebuilt only when a watched object changed, at
+most once per ``interval`` (1 s), and in chunks of ``CHUNK`` pods with the event loop free in
+between, so a rebuild over a large cluster delays a review by one chunk at most (well under a
+millisecond), never by the whole pass. Until the first build the state is not ``synced``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import typing
+from typing import Any
+
+import lightkube
+from lightkube.core.exceptions import ApiError
+from lightkube.resources.core_v1 import Pod
+
+from graceguard.adapters.kube import view
+from graceguard.adapters.kube.informer import Informer
+from graceguard.domain import cluster, policy
+from graceguard.engine import admission
+from graceguard.webhook import metrics
+
+log = logging.getLogger(__name__)
+
+CHUNK = 1000
+"""Pods added to the facts between two chances for reviews to run."""
+FETCH_TIMEOUT = 2.0
+
+
+class LiveAdmissionState:
+    def __init__(
+        self, client: lightkube.AsyncClient, *, interval: float = 1.0, chunk: int = CHUNK
+    ) -> None:
+        self._client = client
+        self._view = view.ClusterView(client)
+        self._interval = interval
+        self._chunk = chunk
+        self._facts: admission.Facts | None = None
+        self.builds = 0
+
+    @property
+    def informers(self) -> tuple[Informer[Any], ...]:
+        """What a webhook reads: no nodes, no events."""
+        v = self._view
+        return (v.pods, v.budgets, v.deployments, v.statefulsets, v.replicasets, v.policies)
+
+    @property
+    def synced(self) -> bool:
+        return self._facts is not None
+
+    def pod(self, namespace: str, name: str) -> cluster.Pod | None:
+        found = self._view.pods.store.get(f"{namespace}/{name}")
+        return None if found is None else self._resolved(found)
+
+    def _resolved(self, pod: cluster.Pod) -> cluster.Pod:
+        w = pod.workload
+        if w is not None and w.kind == "ReplicaSet":
+            entry = self._view.replicasets.store.get(f"{w.namespace}/{w.name}")
+            if entry is not None and entry.owner is not None:
+                return dataclasses.replace(pod, workload=entry.owner)
+        return pod
+
+    async def fetch_pod(self, namespace: str, name: str) -> cluster.Pod | None:
+        try:
+            async with asyncio.timeout(FETCH_TIMEOUT):
+                found = await self._client.get(Pod, name, namespace=namespace)
+        except ApiError as err:
+            if err.status.code == 404:
+                return None
+            raise
+        raw = typing.cast(dict[str, Any], found.to_dict())
+        return self._resolved(view.compact_pod(raw))
+
+    def facts(self) -> admission.Facts:
+        return self._facts or admission.EMPTY_FACTS
+
+    def policy(self) -> policy.Policy:
+        return self._view.policy()[0]
+
+    async def run(self) -> None:
+        """Run the informers and keep the facts fresh (until cancelled)."""
+        tasks = [asyncio.create_task(i.run(), name=f"informer-{i.name}") for i in self.informers]
+        try:
+            await asyncio.gather(*(i.synced.wait() for i in self.informers))
+            log.info("cache synced: %d pods", len(self._view.pods.store))
+            loop = asyncio.get_running_loop()
+            changed = self._view.changed
+            while True:
+                changed.clear()
+                started = loop.time()
+                await self.rebuild()
+                metrics.FACTS_BUILD.observe(loop.time() - started)
+                await asyncio.sleep(max(0.0, self._interval - (loop.time() - started)))
+                await changed.wait()
+        finally:
+            for task in tasks:
+                task.cancel()
+
+    async def rebuild(self) -> None:
+        v = self._view
+        pol = self.policy()
+        owners = {
+            e.workload.ref.key: e.owner for e in v.replicasets.store.values() if e.owner is not None
+        }
+        builder = admission.FactsBuilder(
+            workloads=[
+                *v.deployments.store.values(),
+                *v.statefulsets.store.values(),
+                *(e.workload for e in v.replicasets.store.values() if e.owner is None),
+            ],
+            budgets=list(v.budgets.store.values()),
+            owners=owners,
+            pol=pol,
+        )
+        pods = list(v.pods.store.values())
+        for start in range(0, len(pods), self._chunk):
+            builder.add(pods[start : start + self._chunk])
+            await asyncio.sleep(0)
+        self._facts = builder.finish()
+        self.builds += 1

@@ -1,0 +1,184 @@
+"""The webhook's HTTPS endpoint on aiohttp: ``POST /validate-eviction`` hands the body to the
+service and returns its answer. TLS from a certificate and key on disk (a Secret's files, which
+cert-manager or a chart upgrade may replace: they are reloaded when they change), or a self-signed
+pair made at start for development (``self_signed``).
+
+Limits, so that no input crashes or hangs it: a body larger than ``max_body`` is refused with 413
+before it is read; a body that does not arrive within ``read_timeout`` is answered 408; whatever
+the service cannot answer (not an AdmissionReview) is a 400 with the reason. The apiserver takes
+any of these as a failed call, and the webhook's ``failurePolicy`` decides.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import ipaddress
+import logging
+import os
+import pathlib
+import ssl
+from collections.abc import Sequence
+
+from aiohttp import web
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from graceguard.webhook import metrics
+from graceguard.webhook.service import AdmissionService
+
+log = logging.getLogger(__name__)
+
+PATH = "/validate-eviction"
+MAX_BODY = 1 << 20
+"""1 MiB: an eviction review is a few KiB; an Eviction's annotations may add up to 256 KiB."""
+READ_TIMEOUT = 10.0
+JSON = "application/json"
+
+
+def app(
+    service: AdmissionService, *, max_body: int = MAX_BODY, read_timeout: float = READ_TIMEOUT
+) -> web.Application:
+    async def validate(request: web.Request) -> web.StreamResponse:
+        started = asyncio.get_running_loop().time()
+        length = request.content_length
+        if length is not None and length > max_body:
+            return _text(413, f"graceguard: the body ({length} bytes) exceeds {max_body} bytes")
+        try:
+            async with asyncio.timeout(read_timeout):
+                body = await request.read()
+        except web.HTTPRequestEntityTooLarge:
+            return _text(413, f"graceguard: the body exceeds {max_body} bytes")
+        except TimeoutError:
+            return _text(408, f"graceguard: the body did not arrive within {read_timeout:g}s")
+        answer = await service.review(body)
+        content_type = JSON if answer.status == 200 else "text/plain"
+        response = web.Response(status=answer.status, body=answer.body, content_type=content_type)
+        metrics.LATENCY.observe(asyncio.get_running_loop().time() - started)
+        return response
+
+    application = web.Application(client_max_size=max_body)
+    application.router.add_post(PATH, validate)
+    return application
+
+
+def _text(status: int, message: str) -> web.Response:
+    """A refusal before the body was read whole: the connection's stream is in an unknown state,
+    so it is closed after the answer."""
+    response = web.Response(status=status, text=message + "\n")
+    response.force_close()
+    return response
+
+
+# ---- TLS ----
+
+
+class ReloadingTLS:
+    """An ``SSLContext`` for the server whose certificate is reloaded when its files change."""
+
+    def __init__(self, cert: pathlib.Path, key: pathlib.Path) -> None:
+        self.cert, self.key = cert, key
+        self.context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        self.context.minimum_version = ssl.TLSVersion.TLSv1_2
+        self._stamp = self._mtimes()
+        self.context.load_cert_chain(cert, key)
+
+    def _mtimes(self) -> tuple[float, float]:
+        return (os.stat(self.cert).st_mtime, os.stat(self.key).st_mtime)
+
+    def reload_if_changed(self) -> bool:
+        try:
+            stamp = self._mtimes()
+            if stamp == self._stamp:
+                return False
+            self.context.load_cert_chain(self.cert, self.key)
+        except (OSError, ssl.SSLError) as err:  # half-written files: try again next time
+            log.warning("cannot reload the TLS certificate: %s", err)
+            return False
+        self._stamp = stamp
+        log.info("reloaded the TLS certificate from %s", self.cert)
+        return True
+
+    async def watch(self, every: float = 30.0) -> None:
+        while True:
+            await asyncio.sleep(every)
+            self.reload_if_changed()
+
+
+def self_signed(
+    directory: pathlib.Path, hosts: Sequence[str]
+) -> tuple[pathlib.Path, pathlib.Path, pathlib.Path]:
+    """A CA and a serving certificate for ``hosts`` in ``directory`` (``ca.crt``, ``tls.crt``,
+    ``tls.key``), made once and reused: for development, where no Secret or cert-manager issues
+    one. Put ``ca.crt`` (base64) in the ValidatingWebhookConfiguration's ``caBundle``."""
+    ca_path, cert_path, key_path = (directory / n for n in ("ca.crt", "tls.crt", "tls.key"))
+    if ca_path.exists() and cert_path.exists() and key_path.exists():
+        return ca_path, cert_path, key_path
+    directory.mkdir(parents=True, exist_ok=True)
+    now = dt.datetime.now(dt.UTC)
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "graceguard-webhook-ca")])
+    ca = (
+        x509.CertificateBuilder()
+        .subject_name(ca_name)
+        .issuer_name(ca_name)
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + dt.timedelta(days=365))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=True,
+                crl_sign=True,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .sign(ca_key, hashes.SHA256())
+    )
+    key = ec.generate_private_key(ec.SECP256R1())
+    sans: list[x509.GeneralName] = []
+    for host in hosts:
+        try:
+            sans.append(x509.IPAddress(ipaddress.ip_address(host)))
+        except ValueError:
+            sans.append(x509.DNSName(host))
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, hosts[0])]))
+        .issuer_name(ca_name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + dt.timedelta(days=365))
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .add_extension(x509.SubjectAlternativeName(sans), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    pem = serialization.Encoding.PEM
+    ca_path.write_bytes(ca.public_bytes(pem))
+    cert_path.write_bytes(cert.public_bytes(pem))
+    key_path.touch(mode=0o600)
+    key_path.write_bytes(
+        key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
+    return ca_path, cert_path, key_path
+
+
+async def serve(
+    application: web.Application, *, host: str, port: int, tls: ssl.SSLContext
+) -> web.AppRunner:
+    runner = web.AppRunner(application, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, host, port, ssl_context=tls, backlog=1024).start()
+    return runner

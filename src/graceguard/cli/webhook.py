@@ -1,0 +1,256 @@
+"""``graceguard webhook``: the composition root of the eviction admission webhook — informers and
+facts (``LiveAdmissionState``), the service, the HTTPS server, events, the ledger, probes and
+metrics."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import logging
+import os
+import pathlib
+import socket
+from typing import Annotated
+
+import typer
+
+from graceguard.adapters import ledger as ledger_store
+from graceguard.adapters import probes, webhook_server
+from graceguard.adapters.kube import admission_state, writer
+from graceguard.adapters.kube import client as kube_client
+from graceguard.cli import files
+from graceguard.domain import durations
+from graceguard.domain import ledger as ledger_values
+from graceguard.webhook import metrics
+from graceguard.webhook.service import AdmissionService, FailurePolicy
+
+log = logging.getLogger("graceguard")
+
+CONTROLLER_ACCOUNT = "graceguard"
+"""The chart's ServiceAccount for the controller (release "graceguard")."""
+
+
+def default_trusted_user() -> str:
+    namespace = os.environ.get("POD_NAMESPACE") or "graceguard-system"
+    return f"system:serviceaccount:{namespace}:{CONTROLLER_ACCOUNT}"
+
+
+def webhook(
+    *,
+    kubeconfig: Annotated[
+        pathlib.Path | None,
+        typer.Option(help="A kubeconfig; default: $KUBECONFIG, else in-cluster credentials."),
+    ] = None,
+    host: Annotated[str, typer.Option(help="Address the HTTPS server listens on.")] = "0.0.0.0",
+    port: Annotated[int, typer.Option(help="Port of the HTTPS server.")] = 8443,
+    tls_cert: Annotated[
+        pathlib.Path | None,
+        typer.Option(envvar="GRACEGUARD_TLS_CERT", help="Serving certificate (PEM), e.g. tls.crt."),
+    ] = None,
+    tls_key: Annotated[
+        pathlib.Path | None,
+        typer.Option(envvar="GRACEGUARD_TLS_KEY", help="Its private key (PEM), e.g. tls.key."),
+    ] = None,
+    self_signed: Annotated[
+        pathlib.Path | None,
+        typer.Option(
+            help="For development: make (once) a CA and a certificate for --tls-host in this "
+            "directory and serve with them; put DIR/ca.crt, base64, in the caBundle."
+        ),
+    ] = None,
+    tls_host: Annotated[
+        list[str] | None,
+        typer.Option(help="Host names and IPs of the self-signed certificate (repeatable)."),
+    ] = None,
+    trusted_user: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Username whose evictions are graceguard's own and always admitted "
+            "(repeatable); default: system:serviceaccount:$POD_NAMESPACE:graceguard, the "
+            "controller's ServiceAccount."
+        ),
+    ] = None,
+    failure_policy: Annotated[
+        FailurePolicy,
+        typer.Option(
+            case_sensitive=False,
+            help="When it cannot decide (cache not synced, pod unreadable): Fail refuses, "
+            "Ignore allows. Set it as the ValidatingWebhookConfiguration's failurePolicy.",
+        ),
+    ] = FailurePolicy.FAIL,
+    ledger_url: Annotated[
+        str | None,
+        typer.Option(
+            "--ledger",
+            envvar="GRACEGUARD_LEDGER",
+            help="Where refusals are recorded (as for `graceguard controller`); 'none' records "
+            "nothing. Default: sqlite+aiosqlite:///graceguard-ledger.db.",
+        ),
+    ] = None,
+    report_every: Annotated[
+        str, typer.Option(help="One event and ledger record per pod, source and rule per period.")
+    ] = "10m",
+    facts_interval: Annotated[
+        float, typer.Option(help="Seconds between rebuilds of the floors from the cache (min).")
+    ] = 1.0,
+    max_body: Annotated[int, typer.Option(help="Largest review body accepted, bytes.")] = (
+        webhook_server.MAX_BODY
+    ),
+    identity: Annotated[
+        str | None,
+        typer.Option(envvar="POD_NAME", help="This replica's name in its events."),
+    ] = None,
+    metrics_port: Annotated[int, typer.Option(help="Port of /metrics (HTTP).")] = 8080,
+    health_port: Annotated[int, typer.Option(help="Port of /healthz and /readyz (HTTP).")] = 8081,
+    probe_host: Annotated[str, typer.Option(help="Address the HTTP endpoints listen on.")] = (
+        "0.0.0.0"
+    ),
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log at debug level.")] = False,
+) -> None:
+    """Run the eviction admission webhook: evictions by anyone (cluster-autoscaler, Karpenter,
+    kubectl drain, node-group drains) must meet graceguard's rules.
+
+    A protected pod, a pod outside a maintenance window that applies to the evictor, or a pod
+    whose workload is at its floor is refused with 429 and a message saying when to retry.
+    """
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    logging.getLogger("httpx2").setLevel(logging.WARNING)
+    try:
+        every = durations.parse_duration(report_every)
+    except durations.DurationError as err:
+        raise files.fail(f"--report-every: {err}") from None
+    if every <= dt.timedelta(0):
+        raise files.fail("--report-every: must be positive")
+    if self_signed is not None:
+        if tls_cert or tls_key:
+            raise files.fail("--self-signed: give either it or --tls-cert/--tls-key, not both")
+        ca, tls_cert, tls_key = webhook_server.self_signed(
+            self_signed, tls_host or ["127.0.0.1", "localhost"]
+        )
+        log.info("self-signed certificate in %s; caBundle from %s", self_signed, ca)
+    if tls_cert is None or tls_key is None:
+        raise files.fail("TLS: give --tls-cert and --tls-key, or --self-signed DIR")
+    try:
+        tls = webhook_server.ReloadingTLS(tls_cert, tls_key)
+    except (OSError, ValueError) as err:
+        raise files.fail(f"--tls-cert/--tls-key: {err}") from None
+    url = None if (ledger_url or "").lower() == "none" else (ledger_url or ledger_store.DEFAULT_URL)
+    try:
+        asyncio.run(
+            _run(
+                kubeconfig=kubeconfig,
+                host=host,
+                port=port,
+                tls=tls,
+                trusted=frozenset(trusted_user or [default_trusted_user()]),
+                failure_policy=failure_policy,
+                ledger_url=url,
+                report_every=every,
+                facts_interval=facts_interval,
+                max_body=max_body,
+                identity=identity or f"{socket.gethostname()}-{os.getpid()}",
+                metrics_port=metrics_port,
+                health_port=health_port,
+                probe_host=probe_host,
+            )
+        )
+    except KeyboardInterrupt:
+        return
+
+
+class _Denials:
+    """The ledger for refusals, opened on first use and again after a failure: a webhook whose
+    ledger is unreachable still answers (its refusals are then only events)."""
+
+    RETRY = 60.0
+
+    def __init__(self, url: str) -> None:
+        self._url = url
+        self._ledger: ledger_store.Ledger | None = None
+        self._next_try = 0.0
+        self._lock = asyncio.Lock()
+
+    async def record_denial(self, rec: ledger_values.DenialRecord) -> bool:
+        async with self._lock:
+            if self._ledger is None:
+                now = asyncio.get_running_loop().time()
+                if now < self._next_try:
+                    return True
+                try:
+                    self._ledger = await ledger_store.Ledger.open(self._url)
+                except ledger_store.LedgerError as err:
+                    self._next_try = now + self.RETRY
+                    log.warning("ledger unavailable, refusals are not recorded: %s", err)
+                    return True
+        return await self._ledger.record_denial(rec)
+
+    async def close(self) -> None:
+        if self._ledger is not None:
+            await self._ledger.close()
+
+
+async def _run(
+    *,
+    kubeconfig: pathlib.Path | None,
+    host: str,
+    port: int,
+    tls: webhook_server.ReloadingTLS,
+    trusted: frozenset[str],
+    failure_policy: FailurePolicy,
+    ledger_url: str | None,
+    report_every: dt.timedelta,
+    facts_interval: float,
+    max_body: int,
+    identity: str,
+    metrics_port: int,
+    health_port: int,
+    probe_host: str,
+) -> None:
+    client = kube_client.async_client(kubeconfig)
+    state = admission_state.LiveAdmissionState(client, interval=facts_interval)
+    denials = _Denials(ledger_url) if ledger_url else None
+    service = AdmissionService(
+        state=state,
+        events=writer.LightkubeWriter(client, instance=identity, component="graceguard.io/webhook"),
+        denials=denials,
+        trusted=trusted,
+        failure_policy=failure_policy,
+        clock=lambda: dt.datetime.now(dt.UTC),
+        report_every=report_every,
+    )
+    runner = await webhook_server.serve(
+        webhook_server.app(service, max_body=max_body), host=host, port=port, tls=tls.context
+    )
+    apps = [
+        (probes.metrics_app(metrics.REGISTRY), metrics_port),
+        (probes.probes_app(alive=lambda: True, ready=lambda: state.synced), health_port),
+    ]
+    log.info(
+        "graceguard webhook %s on https://%s:%d%s, trusting %s, failurePolicy %s",
+        identity,
+        host,
+        port,
+        webhook_server.PATH,
+        ", ".join(sorted(trusted)),
+        failure_policy,
+    )
+    tasks = [
+        asyncio.create_task(state.run(), name="cache"),
+        asyncio.create_task(tls.watch(), name="tls"),
+        asyncio.create_task(probes.serve_forever(apps, host=probe_host), name="http"),
+    ]
+    try:
+        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+        for task in done:
+            task.result()
+    finally:
+        for task in tasks:
+            task.cancel()
+        await runner.cleanup()
+        await service.settle()
+        if denials is not None:
+            await denials.close()
+        await client.close()
