@@ -80,11 +80,15 @@ chart: helm crds-check
 	$(HELM) lint --strict --kube-version $(KUBE_VERSION) $(CHART)
 	$(HELM) template graceguard $(CHART) --namespace $(CHART_NS) --kube-version $(KUBE_VERSION) --include-crds > out/chart.yaml
 
-## chart-check: the above, and again with the PostgreSQL ledger (out/chart-postgresql.yaml)
+## chart-check: the above, and again with each of $(CHART)/ci/*-values.yaml into out/chart-*.yaml:
+## the PostgreSQL ledger, the eviction webhook with helm's certificate and with cert-manager's
 chart-check: chart
-	$(HELM) lint --strict --kube-version $(KUBE_VERSION) $(CHART) -f $(CHART)/ci/postgresql-values.yaml
-	$(HELM) template graceguard $(CHART) --namespace $(CHART_NS) --kube-version $(KUBE_VERSION) --include-crds \
-	  -f $(CHART)/ci/postgresql-values.yaml > out/chart-postgresql.yaml
+	@for v in postgresql webhook webhook-certmanager; do \
+	  $(HELM) lint --strict --kube-version $(KUBE_VERSION) $(CHART) -f $(CHART)/ci/$$v-values.yaml >/dev/null || exit 1; \
+	  $(HELM) template graceguard $(CHART) --namespace $(CHART_NS) --kube-version $(KUBE_VERSION) --include-crds \
+	    -f $(CHART)/ci/$$v-values.yaml > out/chart-$$v.yaml || exit 1; \
+	  echo "rendered out/chart-$$v.yaml"; \
+	done
 
 # ---- real Kubernetes control plane (issue 3): hack/ builds it from the Go module proxy ----
 # kube-apiserver, kube-controller-manager, kube-scheduler, kubectl and etcd (k8s.io/kubernetes),

@@ -58,7 +58,13 @@ app.kubernetes.io/component: controller
 {{/* Refuse values that cannot work, with a message saying what to change. */}}
 {{- define "graceguard.validate" -}}
 {{- if .Values.webhook.enabled -}}
-{{- fail "webhook.enabled: the eviction webhook is not part of this chart version yet; leave it false" -}}
+{{- if not (has .Values.webhook.failurePolicy (list "Fail" "Ignore")) -}}
+{{- fail (printf "webhook.failurePolicy: expected Fail or Ignore, got %q" .Values.webhook.failurePolicy) -}}
+{{- end -}}
+{{- $t := int .Values.webhook.timeoutSeconds -}}
+{{- if or (lt $t 1) (gt $t 30) -}}
+{{- fail (printf "webhook.timeoutSeconds: expected 1 to 30, got %v" .Values.webhook.timeoutSeconds) -}}
+{{- end -}}
 {{- end -}}
 {{- if not (has .Values.ledger.type (list "sqlite" "postgresql")) -}}
 {{- fail (printf "ledger.type: expected sqlite or postgresql, got %q" .Values.ledger.type) -}}
@@ -70,4 +76,38 @@ app.kubernetes.io/component: controller
 {{- if and (eq .Values.ledger.type "sqlite") $p.enabled (not $p.existingClaim) (gt (int .Values.replicas) 1) (not (has "ReadWriteMany" $p.accessModes)) -}}
 {{- fail "ledger.sqlite.persistence: a ReadWriteOnce claim cannot be shared by several replicas; set replicas: 1, accessModes: [ReadWriteMany], or ledger.type: postgresql" -}}
 {{- end -}}
+{{- end -}}
+
+
+{{/* The webhook's resources and labels. */}}
+{{- define "graceguard.webhook.fullname" -}}
+{{- printf "%s-webhook" (include "graceguard.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "graceguard.webhook.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "graceguard.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: webhook
+{{- end -}}
+
+{{- define "graceguard.webhook.labels" -}}
+helm.sh/chart: {{ include "graceguard.chart" . }}
+{{ include "graceguard.webhook.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: graceguard
+{{- end -}}
+
+{{- define "graceguard.webhook.serviceAccountName" -}}
+{{- default (include "graceguard.webhook.fullname" .) .Values.webhook.serviceAccount.name -}}
+{{- end -}}
+
+{{/* The Secret holding the serving certificate (tls.crt, tls.key, ca.crt). */}}
+{{- define "graceguard.webhook.tlsSecret" -}}
+{{- printf "%s-tls" (include "graceguard.webhook.fullname" .) -}}
+{{- end -}}
+
+{{/* The username the apiserver gives the controller: its evictions are always admitted. */}}
+{{- define "graceguard.controllerUser" -}}
+{{- printf "system:serviceaccount:%s:%s" .Release.Namespace (include "graceguard.serviceAccountName" .) -}}
 {{- end -}}
