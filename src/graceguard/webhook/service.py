@@ -117,8 +117,8 @@ class AdmissionService:
         self._clock = clock
         self._report_every = report_every
         self._reported: dict[tuple[str, str, str], dt.datetime] = {}
-        self._pending: dict[str, tuple[str, dt.datetime]] = {}
-        """Pod uid -> (workload key, admitted at): evictions admitted, maybe not in the cache."""
+        self._pending: dict[str, dict[str, dt.datetime]] = {}
+        """Workload key -> pod uid -> admitted at: evictions admitted, maybe not in the cache."""
         self._tasks: set[asyncio.Task[None]] = set()
         self._reader: projection.ProtectionReader | None = None
         self._reader_policy: policy.Policy | None = None
@@ -192,7 +192,9 @@ class AdmissionService:
         if not rev.dry_run:
             if verdict.allowed:
                 if floor is not None and pod.healthy:
-                    self._pending[pod.uid] = (floor.workload.key, now)
+                    if len(self._pending) > 1000:
+                        self._sweep(now)
+                    self._pending.setdefault(floor.workload.key, {})[pod.uid] = now
             else:
                 self._report(rev, pod, verdict, now)
         return verdict
@@ -206,17 +208,27 @@ class AdmissionService:
     def _pending_for(
         self, floor: budgets.Floor, pod: cluster.Pod, facts: admission.Facts, now: dt.datetime
     ) -> int:
-        if not self._pending:
+        """Evictions of the workload's other pods admitted within ``PENDING_FOR`` that the facts
+        still count as Ready."""
+        admitted = self._pending.get(floor.workload.key)
+        if not admitted:
             return 0
         expired = now - PENDING_FOR
-        key = floor.workload.key
-        count = 0
-        for uid, (workload, at) in list(self._pending.items()):
-            if at < expired:
-                del self._pending[uid]
-            elif workload == key and uid != pod.uid and uid in facts.counted:
-                count += 1
-        return count
+        stale = [uid for uid, at in admitted.items() if at < expired]
+        for uid in stale:
+            del admitted[uid]
+        if not admitted:
+            del self._pending[floor.workload.key]
+            return 0
+        return sum(1 for uid in admitted if uid != pod.uid and uid in facts.counted)
+
+    def _sweep(self, now: dt.datetime) -> None:
+        expired = now - PENDING_FOR
+        self._pending = {
+            key: kept
+            for key, admitted in self._pending.items()
+            if (kept := {uid: at for uid, at in admitted.items() if at >= expired})
+        }
 
     def _undecided(self, rev: reviews.EvictionReview, why: str, code: int) -> Answer:
         text = f"graceguard could not decide: {why}"
