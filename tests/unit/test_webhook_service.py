@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from graceguard.domain import annotations as ann
 from graceguard.domain import cluster, ledger, policy
 from graceguard.domain import windows as win
+from graceguard.domain.intorpercent import IntOrPercent
 from graceguard.engine import actions as act
 from graceguard.engine import admission
 from graceguard.webhook import review
@@ -533,3 +534,24 @@ def test_no_input_makes_the_service_raise(data: bytes, failure: FailurePolicy) -
             assert isinstance(doc["response"]["allowed"], bool)
 
     asyncio.run(go())
+
+
+@pytest.mark.asyncio
+async def test_admissions_of_workloads_never_reviewed_again_are_forgotten() -> None:
+    refs = [cluster.WorkloadRef("Deployment", "team", f"w{i}") for i in range(50)]
+    pods = [pod(f"p{i}", workload=ref) for i, ref in enumerate(refs)]
+    r = rig(pods)
+    builder = admission.FactsBuilder(
+        workloads=[cluster.Workload(ref, 1) for ref in refs],
+        budgets=[],
+        owners={},
+        pol=dataclasses.replace(policy.DEFAULT, default_min_available=IntOrPercent(0)),
+    )
+    builder.add(pods)
+    r.state.facts_value = builder.finish()
+    for i in range(50):
+        assert (await ask(r, body(f"p{i}")))["allowed"] is True
+    assert len(r.service._pending) == 50
+    r.clock.now += dt.timedelta(seconds=31)
+    assert (await ask(r, body("p0")))["allowed"] is True
+    assert list(r.service._pending) == [refs[0].key]

@@ -120,6 +120,9 @@ class AdmissionService:
         self._pending: dict[str, dict[str, dt.datetime]] = {}
         """Workload key -> pod uid -> admitted at: evictions admitted, maybe not in the cache."""
         self._tasks: set[asyncio.Task[None]] = set()
+        self._next_sweep = clock() + PENDING_FOR
+        self._dropped = 0
+        self._dropped_logged: dt.datetime | None = None
         self._reader: projection.ProtectionReader | None = None
         self._reader_policy: policy.Policy | None = None
 
@@ -192,7 +195,7 @@ class AdmissionService:
         if not rev.dry_run:
             if verdict.allowed:
                 if floor is not None and pod.healthy:
-                    if len(self._pending) > 1000:
+                    if now >= self._next_sweep:
                         self._sweep(now)
                     self._pending.setdefault(floor.workload.key, {})[pod.uid] = now
             else:
@@ -223,6 +226,8 @@ class AdmissionService:
         return sum(1 for uid in admitted if uid != pod.uid and uid in facts.counted)
 
     def _sweep(self, now: dt.datetime) -> None:
+        """Forget expired admissions of every workload (those of workloads not reviewed since)."""
+        self._next_sweep = now + PENDING_FOR
         expired = now - PENDING_FOR
         self._pending = {
             key: kept
@@ -256,7 +261,15 @@ class AdmissionService:
             self._reported = {k: p for k, p in self._reported.items() if p == period}
         self._reported[key] = period
         if len(self._tasks) >= MAX_REPORTS_IN_FLIGHT:
-            log.warning("too many refusals being reported; not reporting %s", verdict.message)
+            self._dropped += 1
+            if self._dropped_logged != period:  # one line per period, not one per refusal
+                self._dropped_logged = period
+                log.warning(
+                    "more than %d refusals being reported at once: some are not (the API or "
+                    "the ledger is slow); first one dropped: %s",
+                    MAX_REPORTS_IN_FLIGHT,
+                    verdict.message,
+                )
             return
         record = ledger.DenialRecord(
             namespace=pod.namespace,

@@ -1,0 +1,420 @@
+"""webhook_latency: eviction AdmissionReviews over HTTPS on loopback, open loop at a fixed rate,
+against graceguard's webhook and against a trivial allow-everything HTTPS server, in one run.
+
+Both servers are separate processes pinned to core 0 (``taskset -c 0``); this generator is pinned
+to core 1. The webhook is the production stack — ``adapters.webhook_server`` (aiohttp, TLS),
+``webhook.service.AdmissionService``, ``adapters.kube.admission_state.LiveAdmissionState`` —
+over a synthetic cluster of ``NODES * PODS_PER_NODE`` pods loaded into its informer stores, with
+the facts rebuilt every second as in a busy cluster (the stores are marked changed each second).
+The trivial server is aiohttp with the same TLS and reads the review's uid to answer
+``allowed: true``. Reviews ask to evict random pods of that cluster (protected batch pods,
+replicas under floors and PDBs, plain pods) as the cluster-autoscaler.
+
+The generator sends request *i* at ``start + i / rate`` on one of ``CONNECTIONS`` keep-alive
+connections (raw HTTP/1.1 on asyncio streams); a request's latency runs from its scheduled time to
+its answer's last byte, so a server that falls behind is charged for the queue too (no coordinated
+omission). Phases alternate between the servers in ``BLOCK``-second blocks until each has had
+``DURATION`` seconds at ``RATE``.
+
+Then the highest rate the webhook sustains on its one core: rising rates, ``STEP_SECONDS`` each,
+until fewer than 98 % of the offered requests are answered in time or p99 passes 100 ms.
+
+Prints one JSON line. Targets: webhook p99 under 5 ms at 500/s, and within 1.5x the trivial
+server's p99.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import datetime as dt
+import json
+import os
+import pathlib
+import random
+import shutil
+import signal
+import socket
+import ssl
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import typing
+from typing import Any
+
+import lightkube
+from aiohttp import web
+
+import synthetic
+from graceguard.adapters import webhook_server
+from graceguard.adapters.kube import admission_state, view
+from graceguard.manifests import snapshot
+from graceguard.webhook.service import AdmissionService, FailurePolicy
+
+RATE = 500
+DURATION = 20.0
+BLOCK = 5.0
+CONNECTIONS = 16
+STEP_SECONDS = 4.0
+STEP_RATES = (500, 1000, 1500, 2000, 2500, 3000, 3500, 4000, 5000, 6000)
+NODES, PODS_PER_NODE = 1000, 30
+TARGET_P99_MS = 5.0
+TARGET_RATIO = 1.5
+SERVER_CORE, CLIENT_CORE = 0, 1
+NOW = dt.datetime(2026, 11, 21, 1, 0, tzinfo=dt.UTC)  # an hour after the synthetic pods started
+
+
+# ---------------------------------------------------------------- the servers (child processes)
+
+
+def _cluster_pods() -> list[Any]:
+    return list(
+        snapshot.snapshot_from_document(
+            synthetic.document(nodes=NODES, pods_per_node=PODS_PER_NODE)
+        ).pods
+    )
+
+
+async def _serve_webhook(port: int, cert: pathlib.Path, key: pathlib.Path) -> None:
+    snap = snapshot.snapshot_from_document(
+        synthetic.document(nodes=NODES, pods_per_node=PODS_PER_NODE)
+    )
+    # The production state over stores filled as its informers would fill them (no apiserver).
+    state = admission_state.LiveAdmissionState(typing.cast(lightkube.AsyncClient, None))
+    v = state._view
+    for p in snap.pods:
+        kept = {k: x for k, x in p.annotations.items() if k in view.KEPT_ANNOTATIONS}
+        v.pods.store[p.key] = dataclasses.replace(p, annotations=kept)
+    for w in snap.workloads:
+        v.deployments.store[f"{w.ref.namespace}/{w.ref.name}"] = w
+    for b in snap.budgets:
+        v.budgets.store[b.key] = b
+    await state.rebuild()
+
+    class Events:
+        async def post_event(self, **_: Any) -> None:
+            await asyncio.sleep(0.002)  # an API call's round trip
+
+    started = time.monotonic()
+    service = AdmissionService(
+        state=state,
+        events=Events(),
+        denials=None,
+        trusted=frozenset({"system:serviceaccount:graceguard-system:graceguard"}),
+        failure_policy=FailurePolicy.FAIL,
+        clock=lambda: NOW + dt.timedelta(seconds=time.monotonic() - started),
+    )
+    tls = webhook_server.ReloadingTLS(cert, key)
+    runner = await webhook_server.serve(
+        webhook_server.app(service), host="127.0.0.1", port=port, tls=tls.context
+    )
+    builds: list[float] = []
+
+    async def churn() -> None:  # a busy cluster: something changes every second
+        while True:
+            await asyncio.sleep(1.0)
+            t0 = time.perf_counter()
+            await state.rebuild()
+            builds.append(time.perf_counter() - t0)
+
+    task = asyncio.create_task(churn())
+    print("ready", flush=True)
+    stop = asyncio.Event()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+    await stop.wait()
+    task.cancel()
+    await runner.cleanup()
+    print(
+        json.dumps(
+            {
+                "facts_rebuilds": len(builds),
+                "facts_rebuild_ms": round(statistics.median(builds) * 1000, 1) if builds else None,
+            }
+        ),
+        flush=True,
+    )
+
+
+async def _serve_trivial(port: int, cert: pathlib.Path, key: pathlib.Path) -> None:
+    async def allow(request: web.Request) -> web.Response:
+        review = json.loads(await request.read())
+        answer = {
+            "apiVersion": review["apiVersion"],
+            "kind": "AdmissionReview",
+            "response": {"uid": review["request"]["uid"], "allowed": True},
+        }
+        return web.Response(body=json.dumps(answer).encode(), content_type="application/json")
+
+    app = web.Application()
+    app.router.add_post(webhook_server.PATH, allow)
+    tls = webhook_server.ReloadingTLS(cert, key)
+    runner = await webhook_server.serve(app, host="127.0.0.1", port=port, tls=tls.context)
+    print("ready", flush=True)
+    stop = asyncio.Event()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+    await stop.wait()
+    await runner.cleanup()
+    print("{}", flush=True)
+
+
+# ---------------------------------------------------------------- the load generator
+
+
+def _review(namespace: str, name: str, i: int) -> bytes:
+    return json.dumps(
+        {
+            "apiVersion": "admission.k8s.io/v1",
+            "kind": "AdmissionReview",
+            "request": {
+                "uid": f"00000000-0000-4000-8000-{i:012d}",
+                "kind": {"group": "policy", "version": "v1", "kind": "Eviction"},
+                "resource": {"group": "", "version": "v1", "resource": "pods"},
+                "subResource": "eviction",
+                "requestKind": {"group": "policy", "version": "v1", "kind": "Eviction"},
+                "requestResource": {"group": "", "version": "v1", "resource": "pods"},
+                "requestSubResource": "eviction",
+                "name": name,
+                "namespace": namespace,
+                "operation": "CREATE",
+                "userInfo": {
+                    "username": "system:serviceaccount:kube-system:cluster-autoscaler",
+                    "uid": "3c5a8f0e-2f1d-4b6e-9a55-0d7c1c2b9e11",
+                    "groups": [
+                        "system:serviceaccounts",
+                        "system:serviceaccounts:kube-system",
+                        "system:authenticated",
+                    ],
+                },
+                "object": {
+                    "kind": "Eviction",
+                    "apiVersion": "policy/v1",
+                    "metadata": {
+                        "name": name,
+                        "namespace": namespace,
+                        "creationTimestamp": None,
+                    },
+                    "deleteOptions": {"gracePeriodSeconds": 600},
+                },
+                "oldObject": None,
+                "dryRun": False,
+                "options": {"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1"},
+            },
+        }
+    ).encode()
+
+
+def _request(body: bytes) -> bytes:
+    head = (
+        f"POST /validate-eviction?timeout=5s HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        f"Content-Type: application/json\r\nAccept: application/json\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    )
+    return head.encode() + body
+
+
+@dataclasses.dataclass
+class Result:
+    offered: int
+    latencies: list[float]
+    errors: int
+    denied: int
+
+    def figures(self) -> dict[str, Any]:
+        lat = sorted(self.latencies)
+        if not lat:
+            return {"completed": 0, "errors": self.errors}
+        return {
+            "completed": len(lat),
+            "errors": self.errors,
+            "denied": self.denied,
+            "p50_ms": round(lat[len(lat) // 2] * 1000, 3),
+            "p99_ms": round(lat[min(len(lat) - 1, int(len(lat) * 0.99))] * 1000, 3),
+            "max_ms": round(lat[-1] * 1000, 3),
+        }
+
+
+class Connection:
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader, self.writer = reader, writer
+
+    async def call(self, request: bytes) -> bytes:
+        self.writer.write(request)
+        head = await self.reader.readuntil(b"\r\n\r\n")
+        length = 0
+        for line in head.split(b"\r\n"):
+            if line[:15].lower() == b"content-length:":
+                length = int(line[15:])
+        body = await self.reader.readexactly(length)
+        if not head.startswith(b"HTTP/1.1 200"):
+            raise RuntimeError(head.split(b"\r\n", 1)[0].decode())
+        return body
+
+
+async def _connect(port: int, ca: pathlib.Path, n: int) -> list[Connection]:
+    ctx = ssl.create_default_context(cafile=str(ca))
+    found = []
+    for _ in range(n):
+        reader, writer = await asyncio.open_connection(
+            "127.0.0.1", port, ssl=ctx, server_hostname="127.0.0.1"
+        )
+        found.append(Connection(reader, writer))
+    return found
+
+
+async def run_load(
+    conns: list[Connection], requests: list[bytes], rate: float, seconds: float
+) -> Result:
+    """Open loop: request i is due at start + i/rate; latency counts from when it was due."""
+    loop = asyncio.get_running_loop()
+    total = int(rate * seconds)
+    queue: asyncio.Queue[tuple[float, bytes] | None] = asyncio.Queue()
+    result = Result(total, [], 0, 0)
+    late_cutoff = 2.0  # a request not answered 2 s after it was due counts as an error
+
+    async def worker(conn: Connection) -> None:
+        while True:
+            item = await queue.get()
+            if item is None:
+                return
+            due, request = item
+            try:
+                body = await asyncio.wait_for(conn.call(request), timeout=late_cutoff)
+            except (TimeoutError, RuntimeError, OSError, asyncio.IncompleteReadError):
+                result.errors += 1
+                continue
+            result.latencies.append(loop.time() - due)
+            if b'"allowed":false' in body:
+                result.denied += 1
+
+    workers = [asyncio.create_task(worker(c)) for c in conns]
+    start = loop.time() + 0.05
+    for i in range(total):
+        due = start + i / rate
+        delay = due - loop.time()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        queue.put_nowait((due, requests[i % len(requests)]))
+    for _ in workers:
+        queue.put_nowait(None)
+    await asyncio.gather(*workers)
+    return result
+
+
+# ---------------------------------------------------------------- orchestration
+
+
+def _spawn(mode: str, port: int, cert: pathlib.Path, key: pathlib.Path) -> subprocess.Popen[str]:
+    argv = [sys.executable, __file__, "--serve", mode, str(port), str(cert), str(key)]
+    if shutil.which("taskset"):
+        argv = ["taskset", "-c", str(SERVER_CORE), *argv]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, env=dict(os.environ))
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    if line.strip() != "ready":
+        proc.kill()
+        raise RuntimeError(f"{mode} server did not start: {line!r}")
+    return proc
+
+
+def _stop(proc: subprocess.Popen[str]) -> dict[str, Any]:
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=30)
+    lines = [x for x in out.splitlines() if x.startswith("{")]
+    found: dict[str, Any] = json.loads(lines[-1]) if lines else {}
+    return found
+
+
+async def _main(ca: pathlib.Path, ports: dict[str, int]) -> dict[str, Any]:
+    rng = random.Random(11)
+    pods = _cluster_pods()
+    rng.shuffle(pods)
+    requests = [_request(_review(p.namespace, p.name, i)) for i, p in enumerate(pods[:20_000])]
+    conns = {mode: await _connect(port, ca, CONNECTIONS) for mode, port in ports.items()}
+    # Warm up both (TLS sessions, caches, the allocator).
+    for mode in ports:
+        await run_load(conns[mode], requests, RATE, 2.0)
+    totals = {mode: Result(0, [], 0, 0) for mode in ports}
+    blocks = int(DURATION / BLOCK)
+    for _ in range(blocks):
+        for mode in ("trivial", "webhook"):
+            r = await run_load(conns[mode], requests, RATE, BLOCK)
+            t = totals[mode]
+            t.offered += r.offered
+            t.latencies += r.latencies
+            t.errors += r.errors
+            t.denied += r.denied
+    steps: list[dict[str, Any]] = []
+    sustained = 0
+    for rate in STEP_RATES:
+        r = await run_load(conns["webhook"], requests, rate, STEP_SECONDS)
+        figures = r.figures()
+        ok = len(r.latencies) >= 0.98 * r.offered and figures.get("p99_ms", 1e9) <= 100.0
+        steps.append({"rate": rate, "ok": ok, **figures})
+        if not ok:
+            break
+        sustained = rate
+    for c in (c for cs in conns.values() for c in cs):
+        c.writer.close()
+    return {
+        "totals": {m: t.figures() for m, t in totals.items()},
+        "steps": steps,
+        "sustained": sustained,
+    }
+
+
+def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "--serve":
+        mode, port = sys.argv[2], int(sys.argv[3])
+        cert, key = pathlib.Path(sys.argv[4]), pathlib.Path(sys.argv[5])
+        serve = _serve_webhook if mode == "webhook" else _serve_trivial
+        asyncio.run(serve(port, cert, key))
+        return
+
+    with contextlib.suppress(OSError):
+        os.sched_setaffinity(0, {CLIENT_CORE})
+    tmp = pathlib.Path(tempfile.mkdtemp(prefix="gg-bench-webhook-"))
+    try:
+        ca, cert, key = webhook_server.self_signed(tmp, ["127.0.0.1"])
+        ports = {"trivial": _free_port(), "webhook": _free_port()}
+        procs = {mode: _spawn(mode, port, cert, key) for mode, port in ports.items()}
+        try:
+            measured = asyncio.run(_main(ca, ports))
+        finally:
+            server_stats = {mode: _stop(p) for mode, p in procs.items()}
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    webhook, trivial = measured["totals"]["webhook"], measured["totals"]["trivial"]
+    ratio = webhook["p99_ms"] / trivial["p99_ms"] if trivial.get("p99_ms") else None
+    figures = {
+        "bench": "webhook_latency",
+        "rate_per_s": RATE,
+        "seconds_each": DURATION,
+        "connections": CONNECTIONS,
+        "pods": NODES * PODS_PER_NODE,
+        "webhook": webhook,
+        "trivial": trivial,
+        "p99_ratio": round(ratio, 2) if ratio is not None else None,
+        "max_rate_one_core": measured["sustained"],
+        "rate_steps": measured["steps"],
+        **server_stats["webhook"],
+        "target_p99_ms": TARGET_P99_MS,
+        "target_ratio": TARGET_RATIO,
+        "meets_target": webhook["p99_ms"] < TARGET_P99_MS
+        and ratio is not None
+        and ratio <= TARGET_RATIO,
+    }
+    json.dump(figures, sys.stdout)
+    sys.stdout.write("\n")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+if __name__ == "__main__":
+    main()
