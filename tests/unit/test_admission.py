@@ -197,6 +197,7 @@ def test_evictions_admitted_but_not_yet_seen_count_against_the_floor() -> None:
     assert admission.admit(pod=p, pol=DEFAULT, now=NOW, source="x", floor=f, pending=1).allowed
     v = admission.admit(pod=p, pol=DEFAULT, now=NOW, source="x", floor=f, pending=2)
     assert not v.allowed and v.rule is admission.Rule.FLOOR
+    assert "(min-available 50%; 4 Ready, 2 of them being evicted)" in v.message
 
 
 def test_an_unready_pod_does_not_count_against_the_floor() -> None:

@@ -414,7 +414,8 @@ async def test_a_drain_evicting_all_at_once_keeps_the_floor() -> None:
     assert [a["allowed"] for a in answers] == [True, True, False, False]
     assert answers[2]["status"]["message"] == (
         "graceguard: pod team/web-2: Deployment web must keep 2 of 4 replicas Ready "
-        "(min-available 50%; 4 Ready); retry when another replica of Deployment web is Ready"
+        "(min-available 50%; 4 Ready, 2 of them being evicted); retry when another replica of "
+        "Deployment web is Ready"
     )
     # The same pod asked again is the same eviction, not another one.
     assert (await ask(r, body("web-0", user="kubernetes-admin")))["allowed"] is True

@@ -171,17 +171,15 @@ def admit(
     if rule is not None:
         return _refused(rule, who=who, parts=parts, source=source, until=possible, now=now)
 
-    if floor is not None and pod.healthy:
-        allowances = budgets.Allowances(
-            {}, {floor.workload.key: floor.disruptions_allowed - max(0, pending)}
+    if floor is not None and pod.healthy and floor.disruptions_allowed - max(0, pending) <= 0:
+        w = floor.workload
+        going = f", {pending} of them being evicted" if pending > 0 else ""
+        parts.append(
+            f"{w.kind} {w.name} must keep {floor.desired_healthy} of {floor.replicas} replicas "
+            f"Ready (min-available {floor.min_available}; {floor.current_healthy} Ready{going}); "
+            f"retry when another replica of {w.kind} {w.name} is Ready"
         )
-        refusal = allowances.check(pod, [], floor)
-        if refusal is not None:
-            parts.append(
-                f"{refusal}; retry when another replica of {floor.workload.kind} "
-                f"{floor.workload.name} is Ready"
-            )
-            return _refused(Rule.FLOOR, who=who, parts=parts, source=source, until=None, now=now)
+        return _refused(Rule.FLOOR, who=who, parts=parts, source=source, until=None, now=now)
     return Verdict(True, Rule.UNPROTECTED, "no graceguard rule holds the pod", source, who)
 
 
