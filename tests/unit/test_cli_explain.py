@@ -276,7 +276,7 @@ yaml_values = st.recursive(
 )
 
 
-CLI_EXAMPLES = settings(max_examples=50)  # each example is a whole CLI run with files
+CLI_EXAMPLES = settings(max_examples=30)  # each example is a whole CLI run with files
 
 
 def run_with_policy(policy_text: str | bytes) -> tuple[int, str, str]:

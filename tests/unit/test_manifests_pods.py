@@ -7,7 +7,7 @@ import datetime as dt
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from graceguard.domain import cluster
@@ -289,6 +289,7 @@ def test_arbitrary_documents(doc: object) -> None:
         assert pod.grace_seconds >= 0
 
 
+@settings(max_examples=50)
 @given(st.dictionaries(keys, documents, max_size=5), st.dictionaries(keys, documents, max_size=5))
 def test_arbitrary_sections(meta: dict[object, object], status: dict[object, object]) -> None:
     doc = manifest(status=status)

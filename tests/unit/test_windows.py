@@ -6,7 +6,7 @@ import datetime as dt
 import zoneinfo
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from graceguard.domain.windows import (
@@ -319,6 +319,7 @@ def test_openings_start_on_the_local_schedule(w: MaintenanceWindow, t: dt.dateti
         assert lt.replace(tzinfo=None) > wanted
 
 
+@settings(max_examples=50)
 @given(st.lists(windows_st, min_size=1, max_size=3), instants, st.data())
 def test_earliest_in_windows_is_inside_an_unused_opening(
     ws: list[MaintenanceWindow], t: dt.datetime, data: st.DataObject
