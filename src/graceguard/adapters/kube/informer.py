@@ -37,6 +37,14 @@ def resource_version(obj: dict[str, Any]) -> str:
     return str((obj.get("metadata") or {}).get("resourceVersion", ""))
 
 
+def _status(err: ApiError | httpx2.HTTPStatusError) -> int:
+    """The HTTP status of a failed call: the watch raises ``ApiError``, a paged list (sent
+    through the generic client) ``httpx2.HTTPStatusError`` (an optional CRD's 404 among them)."""
+    if isinstance(err, ApiError):
+        return int(err.status.code or 0)
+    return err.response.status_code
+
+
 class Informer(Generic[T]):
     def __init__(
         self,
@@ -81,13 +89,14 @@ class Informer(Generic[T]):
                 await self._watch(rv)
             except asyncio.CancelledError:
                 raise
-            except ApiError as err:
-                if err.status.code == 404 and self._optional:
+            except (ApiError, httpx2.HTTPStatusError) as err:
+                code = _status(err)
+                if code == 404 and self._optional:
                     self.available = False
                     self.synced.set()
                     await asyncio.sleep(30)
                     continue
-                if err.status.code != 410:
+                if code != 410:
                     log.warning("%s informer: %s; listing again", self.name, err)
                     await asyncio.sleep(backoff)
                     backoff = min(backoff * 2, 30)
@@ -100,8 +109,8 @@ class Informer(Generic[T]):
         """Fill the store from one list, without watching (for one-shot commands)."""
         try:
             await self._relist()
-        except ApiError as err:
-            if not (err.status.code == 404 and self._optional):
+        except (ApiError, httpx2.HTTPStatusError) as err:
+            if not (_status(err) == 404 and self._optional):
                 raise
             self.available = False
 
