@@ -487,13 +487,6 @@ def _regular_protected_critical_free() -> driver.World:
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="engine: under a deadline the phases are ordered only by the reserve of later phases' "
-    "grace (phase_end), not by when pods are asked: a critical pod due before a protected "
-    "regular pod is asked first. Needs a decision: critical waits until regular pods are asked "
-    "(or gone, as kubelet's shutdownGracePeriodByPodPriority) unless its own latest moment came.",
-)
 @settings(max_examples=driver.ENGINE_EXAMPLES // 2, deadline=None)
 @given(driver.worlds(classes=[driver.IMMINENT, driver.IMMINENT, driver.VOLUNTARY]))
 @example(world=_regular_protected_critical_free())

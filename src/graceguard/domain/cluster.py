@@ -32,6 +32,9 @@ class PodPhase(enum.StrEnum):
 
 TERMINAL_PHASES = frozenset({PodPhase.SUCCEEDED, PodPhase.FAILED})
 
+GRACE_HORIZON_SECONDS = 100 * 365 * 24 * 3600
+"""A hundred years: the longest grace period that time arithmetic takes literally."""
+
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class WorkloadRef:
@@ -72,6 +75,13 @@ class Pod:
     @property
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+    @property
+    def grace(self) -> dt.timedelta:
+        """The grace period for time arithmetic. Kubernetes allows any int64 of seconds, which
+        ``timedelta`` cannot hold; beyond ``GRACE_HORIZON`` it makes no difference to a plan.
+        (Evictions still send ``grace_seconds`` as it is: graceguard never caps a grace period.)"""
+        return dt.timedelta(seconds=min(self.grace_seconds, GRACE_HORIZON_SECONDS))
 
     @property
     def terminating(self) -> bool:

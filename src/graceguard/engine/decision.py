@@ -165,7 +165,7 @@ def decide(
     deadline = request.effective_deadline
     if deadline is not None and request.disruption_class is not disruption.DisruptionClass.FAILED:
         end = min(phase_end, deadline) if phase_end is not None else deadline
-        latest = end - dt.timedelta(seconds=pod.grace_seconds)
+        latest = end - pod.grace
         if latest < now:
             exceeded = True
             latest = now

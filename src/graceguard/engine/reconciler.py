@@ -168,17 +168,25 @@ def plan_node(
     deadline = lead.effective_deadline
     phase_end = _phase_ends(by_phase, deadline) if deadline is not None else {}
 
+    # Later phases wait for earlier ones: without a deadline until they are gone (expected by
+    # ``not_before``); under a deadline until they have been asked to stop (``asked_by``), unless
+    # their own last moment comes first (the reserve in ``phase_end``), as kubelet's
+    # shutdownGracePeriodByPodPriority does.
     earlier_live = 0
+    earlier_waiting = 0  # earlier-phase pods not asked yet (waiting or blocked)
     not_before: dt.datetime | None = None
+    asked_by: dt.datetime | None = None
     for k in sorted(by_phase):
         phase_pods = sorted(by_phase[k], key=lambda p: (p.priority, p.namespace, p.name))
         expected_end: dt.datetime | None = None
+        phase_asked: dt.datetime | None = None
+        phase_waiting = 0
         for pod in phase_pods:
             prot = reader.read(pod, now)
             ref = projection.ref(pod)
             if pod.terminating:
                 assert pod.deleting_since is not None
-                end = pod.deleting_since + dt.timedelta(seconds=pod.grace_seconds)
+                end = pod.deleting_since + pod.grace
                 expected_end = max(expected_end or end, end)
                 plans.append(
                     PodPlan(
@@ -202,7 +210,7 @@ def plan_node(
                 pol=pol,
                 now=now,
                 phase_end=phase_end.get(k),
-                not_before=not_before if deadline is None else None,
+                not_before=not_before if deadline is None else asked_by,
                 used_windows=_used(idx.snapshot, pod),
             )
             stage = pod.notice_stage
@@ -230,8 +238,9 @@ def plan_node(
                     )
                 else:
                     wake.at_least(d.scheduled_notice_at - NOTICE_EARLY, now)
-            end = d.eviction_at + dt.timedelta(seconds=pod.grace_seconds)
+            end = d.eviction_at + pod.grace
             expected_end = max(expected_end or end, end)
+            phase_asked = max(phase_asked or d.eviction_at, d.eviction_at)
             status, force_at, blocked = _act_on_due_pod(
                 pod=pod,
                 ref=ref,
@@ -243,8 +252,14 @@ def plan_node(
                 allowances=allowances,
                 out=out,
                 wake=wake,
-                phase_blocked=deadline is None and earlier_live > 0,
+                phase_blocked=(
+                    earlier_live > 0
+                    if deadline is None
+                    else earlier_waiting > 0 and d.latest is not None and now < d.latest
+                ),
             )
+            if status in (PlanStatus.WAITING, PlanStatus.BLOCKED):
+                phase_waiting += 1
             plans.append(
                 PodPlan(
                     ref,
@@ -262,8 +277,11 @@ def plan_node(
                 )
             )
         earlier_live += len(phase_pods)
+        earlier_waiting += phase_waiting
         if expected_end is not None:
             not_before = max(not_before or expected_end, expected_end)
+        if phase_asked is not None:
+            asked_by = max(asked_by or phase_asked, phase_asked)
 
     if not live:
         out.extend(_completions(ordered))
@@ -297,8 +315,10 @@ def _act_on_due_pod(
         wake.at_least(d.eviction_at, now)
         return PlanStatus.WAITING, None, ()
     if phase_blocked:
-        # Woken again when the earlier phases' pods change (they leave the snapshot).
-        blocker = decision.Blocker("phase", "waiting for pods of earlier priority phases", None)
+        # Woken again when the earlier phases' pods change (they leave the snapshot), or under a
+        # deadline when this pod's own last moment comes.
+        wake.at_least(d.latest, now)
+        blocker = decision.Blocker("phase", "waiting for pods of earlier priority phases", d.latest)
         return PlanStatus.BLOCKED, None, (blocker,)
     window = d.opening.start if d.opening is not None else None
     pdbs = idx.pdbs_for(pod)
@@ -341,7 +361,7 @@ def _phase_ends(
     reserve = dt.timedelta(0)
     for k in sorted(by_phase, reverse=True):
         ends[k] = deadline - reserve
-        reserve += dt.timedelta(seconds=max(p.grace_seconds for p in by_phase[k]))
+        reserve += max(p.grace for p in by_phase[k])
     return ends
 
 
