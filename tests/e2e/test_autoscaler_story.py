@@ -1,11 +1,15 @@
-"""The first story, reproduced with the real cluster-autoscaler: the baseline to beat."""
+"""The first story with the real cluster-autoscaler: the baseline (without graceguard the pod
+dies at the autoscaler's capped grace), and the same story with graceguard's eviction webhook
+installed (the pod lives until its protection ends, then the autoscaler removes the node)."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import json
+import pathlib
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 from lightkube import Client
@@ -16,9 +20,12 @@ from lightkube.resources.batch_v1 import Job
 from lightkube.resources.core_v1 import ConfigMap, Node, Pod
 
 import controlplane
+from graceguard.domain import times
 
+from . import graceguard_proc as gg
+from . import webhook_install as wi
 from .conftest import NodeFactory
-from .kube import TEST_LABEL, condition, pod_spec, wait_until
+from .kube import TEST_LABEL, condition, get_or_none, pod_spec, wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -76,27 +83,31 @@ def _autoscaler_config(namespace: str, group: str) -> list[ConfigMap]:
     ]
 
 
-@pytest.fixture
-def autoscaler(
-    kube: Client, namespace: str, control_plane: controlplane.ControlPlane
+SCALE_DOWN_ARGS = [
+    "--scan-interval=2s",
+    "--scale-down-delay-after-add=1s",
+    "--scale-down-unneeded-time=5s",
+    "--scale-down-utilization-threshold=0.9",
+    "--unremovable-node-recheck-timeout=5s",
+    "--node-delete-delay-after-taint=1s",
+    "--max-node-provision-time=60s",
+    f"--max-graceful-termination-sec={MAX_GRACEFUL_TERMINATION}",
+]
+AUTOSCALER_ACCOUNT = ("kube-system", "cluster-autoscaler")
+
+
+def _run_autoscaler(
+    kube: Client,
+    namespace: str,
+    control_plane: controlplane.ControlPlane,
+    extra: list[str],
 ) -> Iterator[str]:
     """cluster-autoscaler (kwok provider) managing one node group; yields the group name."""
     group = f"{namespace}-batch"
     for cm in _autoscaler_config(namespace, group):
         kube.create(cm, namespace=namespace)
     proc = controlplane.start_autoscaler(
-        control_plane,
-        namespace,
-        [
-            "--scan-interval=2s",
-            "--scale-down-delay-after-add=1s",
-            "--scale-down-unneeded-time=5s",
-            "--scale-down-utilization-threshold=0.9",
-            "--unremovable-node-recheck-timeout=5s",
-            "--node-delete-delay-after-taint=1s",
-            "--max-node-provision-time=60s",
-            f"--max-graceful-termination-sec={MAX_GRACEFUL_TERMINATION}",
-        ],
+        control_plane, namespace, [*SCALE_DOWN_ARGS, *extra], name=f"cluster-autoscaler-{namespace}"
     )
     try:
         yield group
@@ -105,9 +116,133 @@ def autoscaler(
         proc.wait(timeout=30)
 
 
+@pytest.fixture
+def autoscaler(
+    kube: Client, namespace: str, control_plane: controlplane.ControlPlane
+) -> Iterator[str]:
+    """cluster-autoscaler with the e2e admin's credentials."""
+    yield from _run_autoscaler(kube, namespace, control_plane, [])
+
+
+@pytest.fixture
+def autoscaler_as_service_account(
+    kube: Client,
+    namespace: str,
+    control_plane: controlplane.ControlPlane,
+    tmp_path: pathlib.Path,
+) -> Iterator[str]:
+    """cluster-autoscaler as it runs in a cluster: as the ServiceAccount
+    kube-system/cluster-autoscaler (bound to cluster-admin here), so that the apiserver names it
+    in the eviction's userInfo. (Its last ``--kubeconfig`` wins over the harness's.)
+
+    It gives up evicting a pod after 20 s instead of 2 min (``--max-pod-eviction-time``), and
+    tries the scale-down again 5 s after a failure instead of 3 min: it logs the refusal it got
+    when it gives up (not while it retries), and the test need not wait minutes for either."""
+    ns, name = AUTOSCALER_ACCOUNT
+    control_plane.kubectl("create", "serviceaccount", name, "-n", ns)  # may exist already
+    control_plane.kubectl(
+        "create",
+        "clusterrolebinding",
+        "graceguard-e2e-cluster-autoscaler",
+        "--clusterrole=cluster-admin",
+        f"--serviceaccount={ns}:{name}",
+    )
+    kubeconfig = wi.token_kubeconfig(control_plane, ns, name, tmp_path / "autoscaler.kubeconfig")
+    extra = [
+        f"--kubeconfig={kubeconfig}",
+        "--max-pod-eviction-time=20s",
+        "--scale-down-delay-after-failure=5s",
+    ]
+    yield from _run_autoscaler(kube, namespace, control_plane, extra)
+
+
 def _the_pod(kube: Client, namespace: str) -> Pod | None:
     pods = list(kube.list(Pod, namespace=namespace, labels={"job-name": "train"}))
     return pods[0] if len(pods) == 1 else None
+
+
+@dataclasses.dataclass(frozen=True)
+class Story:
+    pod_name: str
+    group_node: str
+    started: datetime.datetime
+    """The pod's ``status.startTime``."""
+    work_ends: datetime.datetime
+
+
+def _scale_up_for_a_long_pod(
+    kube: Client,
+    namespace: str,
+    kwok_nodes: NodeFactory,
+    group: str,
+    *,
+    annotations: dict[str, str] | None = None,
+) -> Story:
+    """A Job pod (2 CPUs, ``terminationGracePeriodSeconds: 120``, 600 s of work) that fits on no
+    node: the autoscaler adds one to its group and the pod starts working there."""
+    story = {STORY_LABEL: namespace}
+    # A small node outside any node group: the pod (2 CPUs) does not fit on it.
+    kwok_nodes("base", labels=story, cpu="1")
+
+    spec = pod_spec(grace_seconds=GRACE, cpu="2", node_selector=story, restart_policy="Never")
+    kube.create(
+        Job(
+            metadata=ObjectMeta(name="train"),
+            spec=JobSpec(
+                backoffLimit=3,
+                template=PodTemplateSpec(
+                    metadata=ObjectMeta(
+                        annotations={
+                            "graceguard.test/work-seconds": str(WORK),
+                            **(annotations or {}),
+                        }
+                    ),
+                    spec=spec,
+                ),
+            ),
+        ),
+        namespace=namespace,
+    )
+
+    def running_on_group_node() -> Pod | None:
+        p = _the_pod(kube, namespace)
+        if p is None or p.status is None or p.status.phase != "Running" or p.spec is None:
+            return None
+        return p if (p.spec.nodeName or "").startswith(f"{group}-") else None
+
+    worker = wait_until(running_on_group_node, timeout=90, what="scale-up and pod Running")
+    assert worker.metadata is not None and worker.spec is not None and worker.status is not None
+    pod_name, group_node = worker.metadata.name, worker.spec.nodeName
+    assert pod_name is not None and group_node is not None
+    assert worker.status.startTime is not None
+    started = worker.status.startTime
+    return Story(pod_name, group_node, started, started + datetime.timedelta(seconds=WORK))
+
+
+def _make_room(kwok_nodes: NodeFactory, namespace: str) -> None:
+    """Room appears elsewhere: the group node is now unneeded, and the autoscaler scales it down."""
+    kwok_nodes("spare", labels={STORY_LABEL: namespace}, cpu="8")
+
+
+def _being_evicted(kube: Client, namespace: str, story: Story) -> Callable[[], Pod | None]:
+    def probe() -> Pod | None:
+        # By name: once it terminates, the Job's replacement may be there beside it.
+        p = get_or_none(kube, Pod, story.pod_name, namespace)
+        if p is None or p.metadata is None:
+            return None
+        return p if p.metadata.deletionTimestamp is not None else None
+
+    return probe
+
+
+def _node_gone(kube: Client, group: str, story: Story) -> Callable[[], bool]:
+    def probe() -> bool:
+        return all(
+            n.metadata is not None and n.metadata.name != story.group_node
+            for n in kube.list(Node, labels={NODEGROUP_LABEL: group})
+        )
+
+    return probe
 
 
 @pytest.mark.timeout(300)
@@ -122,52 +257,17 @@ def test_autoscaler_scale_down_kills_pod_before_its_work_is_done(
     its grace capped at ``--max-graceful-termination-sec`` (5 s here, 600 s by default),
     kwok honours that grace, and the node is deleted. The pod is gone ~5 s after the
     eviction, long before its 120 s grace or its work would end. This is the problem
-    graceguard solves; later issues must make this pod finish its work.
+    graceguard solves: ``test_with_graceguard_...`` below is the same story with its webhook.
     """
     group = autoscaler
-    story = {STORY_LABEL: namespace}
-    # A small node outside any node group: the pod (2 CPUs) does not fit on it.
-    kwok_nodes("base", labels=story, cpu="1")
-
-    spec = pod_spec(grace_seconds=GRACE, cpu="2", node_selector=story, restart_policy="Never")
-    kube.create(
-        Job(
-            metadata=ObjectMeta(name="train"),
-            spec=JobSpec(
-                backoffLimit=3,
-                template=PodTemplateSpec(
-                    metadata=ObjectMeta(annotations={"graceguard.test/work-seconds": str(WORK)}),
-                    spec=spec,
-                ),
-            ),
-        ),
-        namespace=namespace,
-    )
-
     # 1. The autoscaler adds a node to the group and the pod starts working there.
-    def running_on_group_node() -> Pod | None:
-        p = _the_pod(kube, namespace)
-        if p is None or p.status is None or p.status.phase != "Running" or p.spec is None:
-            return None
-        return p if (p.spec.nodeName or "").startswith(f"{group}-") else None
-
-    worker = wait_until(running_on_group_node, timeout=90, what="scale-up and pod Running")
-    assert worker.metadata is not None and worker.spec is not None and worker.status is not None
-    pod_name, group_node = worker.metadata.name, worker.spec.nodeName
-    assert pod_name is not None and group_node is not None
-    assert worker.status.startTime is not None
-    work_ends = worker.status.startTime + datetime.timedelta(seconds=WORK)
+    story = _scale_up_for_a_long_pod(kube, namespace, kwok_nodes, group)
 
     # 2. Room appears elsewhere: the group node is now unneeded and scaled down.
-    kwok_nodes("spare", labels=story, cpu="8")
-
-    def being_evicted() -> Pod | None:
-        p = _the_pod(kube, namespace)
-        if p is None or p.metadata is None or p.metadata.name != pod_name:
-            return None
-        return p if p.metadata.deletionTimestamp is not None else None
-
-    evicted = wait_until(being_evicted, timeout=120, what="the autoscaler to evict the pod")
+    _make_room(kwok_nodes, namespace)
+    evicted = wait_until(
+        _being_evicted(kube, namespace, story), timeout=120, what="the autoscaler to evict the pod"
+    )
     evicted_at = time.monotonic()
     assert evicted.metadata is not None
     # The autoscaler asked for 5 s, not the 120 s the pod wants.
@@ -176,7 +276,7 @@ def test_autoscaler_scale_down_kills_pod_before_its_work_is_done(
 
     def pod_gone() -> bool:
         return all(
-            p.metadata is not None and p.metadata.name != pod_name
+            p.metadata is not None and p.metadata.name != story.pod_name
             for p in kube.list(Pod, namespace=namespace, labels={"job-name": "train"})
         )
 
@@ -186,13 +286,101 @@ def test_autoscaler_scale_down_kills_pod_before_its_work_is_done(
 
     # Observed by polling, so allow a few seconds over the cap; far below the pod's own grace.
     assert lived <= MAX_GRACEFUL_TERMINATION + 5, f"pod lived {lived:.0f}s of its {GRACE}s grace"
-    assert now < work_ends, "the work would have been done"
+    assert now < story.work_ends, "the work would have been done"
 
     # 3. And the node it ran on is gone with it.
-    def node_gone() -> bool:
-        return all(
-            n.metadata is not None and n.metadata.name != group_node
-            for n in kube.list(Node, labels={NODEGROUP_LABEL: group})
-        )
+    wait_until(
+        _node_gone(kube, group, story),
+        timeout=60,
+        what=f"the autoscaler to delete node {story.group_node}",
+    )
 
-    wait_until(node_gone, timeout=60, what=f"the autoscaler to delete node {group_node}")
+
+PROTECTED = 75  # seconds of graceguard.io/min-runtime in the story with graceguard
+
+
+@pytest.mark.timeout(420)
+def test_with_graceguard_the_autoscaler_waits_until_the_pods_protection_ends(
+    control_plane: controlplane.ControlPlane,
+    kube: Client,
+    namespace: str,
+    kwok_nodes: NodeFactory,
+    autoscaler_as_service_account: str,
+    tmp_path: pathlib.Path,
+) -> None:
+    """The same story with graceguard's eviction webhook installed (the chart's objects; only the
+    webhook, no controller: the controller would also project ``safe-to-evict: "false"`` onto the
+    pod and the autoscaler would not even try). The pod carries
+    ``graceguard.io/min-runtime: 75s``, an annotation the autoscaler knows nothing about.
+
+    The autoscaler scales the node down as before and evicts the pod: graceguard refuses, with
+    its message, which the autoscaler logs when it gives up (and one EvictionBlocked event on the
+    pod, one ledger record); the autoscaler retries every 10 s, gives up, tries the scale-down
+    again, and the pod keeps working. Once the protection ends the next eviction goes through,
+    and the autoscaler removes the node. (Protecting the pod until its work completes is
+    ``graceguard.io/protect: "true"``; a fixed minimum runtime keeps the test short.)
+    """
+    group = autoscaler_as_service_account
+    with wi.installed(control_plane, kube, namespace, tmp_path) as hook:
+        story = _scale_up_for_a_long_pod(
+            kube,
+            namespace,
+            kwok_nodes,
+            group,
+            annotations={"graceguard.io/min-runtime": f"{PROTECTED}s"},
+        )
+        protected_until = story.started + datetime.timedelta(seconds=PROTECTED)
+        reason = (
+            f"protected by graceguard.io/min-runtime={PROTECTED}s until "
+            f"{times.format_time(protected_until)}; retry after "
+        )
+        answer = f"graceguard: pod {namespace}/{story.pod_name}: {reason}"
+        wi.wait_until_reviewing(control_plane, namespace, story.pod_name)
+        _make_room(kwok_nodes, namespace)
+
+        # 1. The autoscaler's eviction is refused with graceguard's message.
+        def refused() -> bool:
+            return answer in control_plane.log_tail(f"cluster-autoscaler-{namespace}", 400)
+
+        wait_until(refused, timeout=120, what="the autoscaler's eviction to be refused")
+        assert datetime.datetime.now(datetime.UTC) < protected_until, "refused too late to tell"
+
+        def blocked() -> list[str] | None:
+            found = [
+                str(e.message)
+                for e in gg.events(kube, namespace, story.pod_name)
+                if e.reason == "EvictionBlocked"
+            ]
+            return found or None
+
+        (event,) = wait_until(blocked, timeout=10, what="the EvictionBlocked event")
+        assert event.startswith(
+            "eviction by cluster-autoscaler (system:serviceaccount:kube-system:cluster-autoscaler)"
+            f" refused: {reason}"
+        ), event
+
+        # 2. The pod is not killed while its protection lasts, though the autoscaler retries.
+        evicting = _being_evicted(kube, namespace, story)
+        while datetime.datetime.now(datetime.UTC) < protected_until - datetime.timedelta(seconds=1):
+            alive = get_or_none(kube, Pod, story.pod_name, namespace)
+            assert alive is not None and alive.metadata is not None
+            assert alive.metadata.deletionTimestamp is None, "evicted while protected"
+            time.sleep(0.5)
+
+        # 3. Once the protection ends, the autoscaler's next try goes through, and the node goes.
+        evicted = wait_until(evicting, timeout=150, what="the autoscaler to evict the pod")
+        assert evicted.metadata is not None and evicted.metadata.deletionTimestamp is not None
+        asked_at = evicted.metadata.deletionTimestamp - datetime.timedelta(
+            seconds=evicted.metadata.deletionGracePeriodSeconds or 0
+        )
+        assert asked_at >= protected_until - datetime.timedelta(seconds=1)
+        wait_until(
+            _node_gone(kube, group, story),
+            timeout=90,
+            what=f"the autoscaler to delete node {story.group_node}",
+        )
+        # The autoscaler tried again and again while the pod was protected: one event, one record.
+        assert blocked() == [event]
+        (record,) = hook.denials(pod=story.pod_name)
+        assert (record.source, record.rule) == ("cluster-autoscaler", "protection")
+        assert record.requester == "system:serviceaccount:kube-system:cluster-autoscaler"

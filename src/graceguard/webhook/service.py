@@ -6,11 +6,12 @@ cluster facts, knows who graceguard is, and reports.
   graceguard's own controller is recognised by its ServiceAccount's username (``trusted``), never by
   anything in the request body, a label or an annotation, which any client can write.
 * **Side effects.** A refusal of a real (not ``dryRun``) eviction becomes an ``EvictionBlocked``
-  event on the pod and a ledger record, at most once per pod, source and rule in each reporting
-  period (``report_every``, 10 minutes): evictors retry every few seconds. With a shared ledger
-  (PostgreSQL) the record's unique key also keeps several webhook replicas from reporting the same
-  period twice. Reporting runs in the background: an answer never waits for the API or the ledger.
-  A ``dryRun`` eviction gets the same answer and leaves no trace.
+  event on the pod and a ledger record, at most once per pod, source and rule every
+  ``report_every`` (10 minutes) per replica: evictors retry every few seconds. With a shared
+  ledger (PostgreSQL) the record's key (the same, with the aligned 10-minute period) also keeps
+  several webhook replicas from reporting one period twice. Reporting runs in the background:
+  an answer never waits for the API or the ledger. A ``dryRun`` eviction gets the same answer
+  and leaves no trace.
 * **Evictions in flight.** An admitted eviction takes a moment to show in the cache (and up to the
   facts' rebuild interval in the floors). Until it does, it counts against its workload's floor, so
   a drain evicting every pod of a node at once cannot take a Deployment below its floor through
@@ -117,6 +118,7 @@ class AdmissionService:
         self._clock = clock
         self._report_every = report_every
         self._reported: dict[tuple[str, str, str], dt.datetime] = {}
+        """(pod, source, rule) -> when last reported."""
         self._pending: dict[str, dict[str, dt.datetime]] = {}
         """Workload key -> pod uid -> admitted at: evictions admitted, maybe not in the cache."""
         self._tasks: set[asyncio.Task[None]] = set()
@@ -253,13 +255,16 @@ class AdmissionService:
         verdict: admission.Verdict,
         now: dt.datetime,
     ) -> None:
-        period = ledger.reporting_period(now, self._report_every)
         key = (pod.uid or pod.key, verdict.source, str(verdict.rule))
-        if self._reported.get(key) == period:
+        last = self._reported.get(key)
+        if last is not None and now - last < self._report_every:
             return
         if len(self._reported) > 10_000:
-            self._reported = {k: p for k, p in self._reported.items() if p == period}
-        self._reported[key] = period
+            since = now - self._report_every
+            self._reported = {k: at for k, at in self._reported.items() if at > since}
+        self._reported[key] = now
+        # The ledger's key uses aligned periods, so that replicas agree on it.
+        period = ledger.reporting_period(now, self._report_every)
         if len(self._tasks) >= MAX_REPORTS_IN_FLIGHT:
             self._dropped += 1
             if self._dropped_logged != period:  # one line per period, not one per refusal
