@@ -119,10 +119,16 @@ class SelectorRequirement:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class LabelSelector:
+    """A label selector. As in policy/v1, an empty selector selects every pod of the namespace;
+    a missing one (``match_nothing``) selects none."""
+
     match_labels: Mapping[str, str] = dataclasses.field(default_factory=_empty)
     match_expressions: tuple[SelectorRequirement, ...] = ()
+    match_nothing: bool = False
 
     def matches(self, labels: Mapping[str, str]) -> bool:
+        if self.match_nothing:
+            return False
         for k, v in self.match_labels.items():
             if labels.get(k) != v:
                 return False
@@ -140,10 +146,6 @@ class LabelSelector:
             elif req.operator == "DoesNotExist" and present:
                 return False
         return True
-
-    @property
-    def empty(self) -> bool:
-        return not self.match_labels and not self.match_expressions
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

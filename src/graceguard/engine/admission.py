@@ -218,7 +218,7 @@ class Facts:
         return [
             pdb
             for pdb in self.pdbs_by_namespace.get(pod.namespace, ())
-            if not pdb.selector.empty and pdb.selector.matches(pod.labels)
+            if pdb.selector.matches(pod.labels)
         ]
 
     def floor_for(self, pod: cluster.Pod) -> budgets.Floor | None:

@@ -27,7 +27,7 @@ class ClusterIndex:
         return [
             pdb
             for pdb in self.pdbs_by_namespace.get(pod.namespace, ())
-            if not pdb.selector.empty and pdb.selector.matches(pod.labels)
+            if pdb.selector.matches(pod.labels)
         ]
 
     def floor_for(

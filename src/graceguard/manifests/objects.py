@@ -46,6 +46,9 @@ def node_from_manifest(doc: object) -> cluster.Node:
 
 
 def selector_from_manifest(raw: object, field: str) -> cluster.LabelSelector:
+    """``None`` (no selector) selects nothing; ``{}`` selects every pod (policy/v1)."""
+    if raw is None:
+        return cluster.LabelSelector(match_nothing=True)
     sel = mapping(raw, field)
     exprs: list[cluster.SelectorRequirement] = []
     for j, e in enumerate(sel.get("matchExpressions") or []):
