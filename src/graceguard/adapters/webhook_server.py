@@ -7,6 +7,10 @@ Limits, so that no input crashes or hangs it: a body larger than ``max_body`` is
 before it is read; a body that does not arrive within ``read_timeout`` is answered 408; whatever
 the service cannot answer (not an AdmissionReview) is a 400 with the reason. The apiserver takes
 any of these as a failed call, and the webhook's ``failurePolicy`` decides.
+
+Why not kopf's admission server: graceguard does not use kopf (its informers and writers are
+lightkube), and kopf's webhook server is itself a thin layer over aiohttp that would bring
+kopf's operator machinery along; the endpoint is one route.
 """
 
 from __future__ import annotations
