@@ -27,6 +27,11 @@ log = logging.getLogger(__name__)
 
 KEPT_ANNOTATIONS = ann.WATCHED | {ann.EVICTION_AT, ann.EVICTION_REASON, ann.BLOCKED_SINCE}
 POLICY_NAME = "default"
+POD_PAGE_SIZE = 100
+"""Pods listed per request. A page of full Pod documents is parsed at once and the compact pods
+kept from it are allocated among its objects, so the page's memory stays in the process after
+it is freed (fragmentation): with 20,000 pods, pages of 500 left 2.1 KiB of RSS per pod,
+pages of 100 under 1 KiB, listed in the same time (bench/bench_controller_memory.py)."""
 
 
 def _intern_map(values: dict[str, str]) -> dict[str, str]:
@@ -118,6 +123,7 @@ class ClusterView:
             convert=compact_pod,
             changed=self.changed,
             on_event=on_pod_event,
+            page_size=POD_PAGE_SIZE,
         )
         self.nodes = Informer(
             client=client, resource=resources.Node, convert=node_entry, changed=self.changed
