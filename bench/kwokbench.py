@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
@@ -149,7 +150,7 @@ def pod_body(
             "labels": {
                 "app.kubernetes.io/name": app,
                 "app.kubernetes.io/part-of": "bench",
-                "pod-template-hash": f"{abs(hash(app)) % 10**10:010d}",
+                "pod-template-hash": f"{zlib.crc32(app.encode()):010d}",
             },
             "annotations": {"bench.graceguard.io/created-by": "kwokbench"},
         },
