@@ -403,9 +403,10 @@ def test_the_webhooks_facts_give_the_floors_of_the_engines_index(
     builder = admission.FactsBuilder(
         workloads=workloads, budgets=pdbs, owners={RS.key: DEPLOY}, pol=pol
     )
-    builder.add(pods_[:3])  # in chunks, as the server builds them
-    builder.add(pods_[3:])
-    facts = builder.finish()
+    for _ in builder.steps(pods_, 3):  # in chunks, as the server builds them
+        pass
+    facts = builder.facts()
+    assert builder.build(pods_) == facts
     resolved = [dataclasses.replace(p, workload=DEPLOY) if p.workload == RS else p for p in pods_]
     idx = index.build(
         cluster.Snapshot(pods=tuple(resolved), budgets=tuple(pdbs), workloads=tuple(workloads)),

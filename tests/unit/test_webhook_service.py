@@ -402,8 +402,7 @@ def floor_rig(replicas: int) -> Rig:
     builder = admission.FactsBuilder(
         workloads=[cluster.Workload(DEPLOY, replicas)], budgets=[], owners={}, pol=policy.DEFAULT
     )
-    builder.add(pods)
-    r.state.facts_value = builder.finish()
+    r.state.facts_value = builder.build(pods)
     return r
 
 
@@ -436,8 +435,7 @@ async def test_an_eviction_in_flight_counts_until_the_facts_show_it_or_it_expire
     builder = admission.FactsBuilder(
         workloads=[cluster.Workload(DEPLOY, 2)], budgets=[], owners={}, pol=policy.DEFAULT
     )
-    builder.add([gone, r.state.pods["web-1"]])
-    r.state.facts_value = builder.finish()
+    r.state.facts_value = builder.build([gone, r.state.pods["web-1"]])
     assert (await ask(r, body("web-1")))["allowed"] is False
     # ...and when the Eviction API refused web-0 after admission (a PDB), it counts 30 s at most.
     r = floor_rig(2)
@@ -548,8 +546,7 @@ async def test_admissions_of_workloads_never_reviewed_again_are_forgotten() -> N
         owners={},
         pol=dataclasses.replace(policy.DEFAULT, default_min_available=IntOrPercent(0)),
     )
-    builder.add(pods)
-    r.state.facts_value = builder.finish()
+    r.state.facts_value = builder.build(pods)
     for i in range(50):
         assert (await ask(r, body(f"p{i}")))["allowed"] is True
     assert len(r.service._pending) == 50

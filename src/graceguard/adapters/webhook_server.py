@@ -17,12 +17,14 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import gc
 import ipaddress
 import logging
 import os
 import pathlib
 import ssl
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 
 from aiohttp import web
 from cryptography import x509
@@ -74,6 +76,35 @@ def _text(status: int, message: str) -> web.Response:
     response = web.Response(status=status, text=message + "\n")
     response.force_close()
     return response
+
+
+# ---- garbage collection ----
+
+
+class HeapFreezer:
+    """Keeps the cyclic garbage collector's full passes short: the informer cache is tens of
+    thousands of long-lived objects, and a full collection walks them all (about 30 ms for
+    30,000 pods), stalling every review under way. After a facts build, at most every
+    ``every`` seconds, collect what is garbage now and move everything alive into the
+    permanent generation (``gc.freeze``), which later collections skip.
+
+    The cost: cyclic garbage made of objects alive at a freeze (a request in flight) is never
+    collected; refcounting still frees everything acyclic, which the cache's values are. At one
+    freeze per 10 minutes that is a few kilobytes, not a leak that grows with traffic.
+    """
+
+    def __init__(self, every: float = 600.0, clock: Callable[[], float] = time.monotonic) -> None:
+        self._every = every
+        self._clock = clock
+        self._last: float | None = None
+
+    def __call__(self) -> None:
+        now = self._clock()
+        if self._last is not None and now - self._last < self._every:
+            return
+        self._last = now
+        gc.collect()
+        gc.freeze()
 
 
 # ---- TLS ----

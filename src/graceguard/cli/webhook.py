@@ -210,7 +210,9 @@ async def _run(
     probe_host: str,
 ) -> None:
     client = kube_client.async_client(kubeconfig)
-    state = admission_state.LiveAdmissionState(client, interval=facts_interval)
+    state = admission_state.LiveAdmissionState(
+        client, interval=facts_interval, after_build=webhook_server.HeapFreezer()
+    )
     denials = _Denials(ledger_url) if ledger_url else None
     service = AdmissionService(
         state=state,

@@ -34,7 +34,8 @@ import datetime as dt
 import enum
 import math
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 
 from graceguard.domain import budgets, cluster, policy, times
 from graceguard.domain import windows as win
@@ -210,7 +211,7 @@ class Facts:
 
     floors: Mapping[str, budgets.Floor]
     pdbs_by_namespace: Mapping[str, tuple[cluster.PodDisruptionBudget, ...]]
-    counted: frozenset[str]
+    counted: AbstractSet[str]
     """UIDs of the pods counted as Ready in ``floors``: an eviction admitted for one of them is
     not reflected yet."""
 
@@ -236,8 +237,9 @@ EMPTY_FACTS = Facts({}, {}, frozenset())
 
 
 class FactsBuilder:
-    """Builds ``Facts`` from the pods given in any number of ``add`` calls, so that a server can
-    build them between requests, a chunk at a time.
+    """Builds ``Facts`` so that a server can do it between requests, a little at a time:
+    ``steps(pods, chunk)`` yields after every ``chunk`` budgets, pods or workloads, and ``facts``
+    returns the result once the steps are done. ``build`` does it all at once.
 
     ``owners`` maps a ReplicaSet's key to the Deployment that owns it: a Deployment's pods count
     towards the Deployment's floor, as in ``ClusterView.snapshot``.
@@ -246,43 +248,61 @@ class FactsBuilder:
     def __init__(
         self,
         *,
-        workloads: Iterable[cluster.Workload],
-        budgets: Iterable[cluster.PodDisruptionBudget],
+        workloads: Sequence[cluster.Workload],
+        budgets: Sequence[cluster.PodDisruptionBudget],
         owners: Mapping[str, cluster.WorkloadRef],
         pol: policy.Policy,
     ) -> None:
-        self._workloads = tuple(workloads)
+        self._workloads = workloads
+        self._budgets = budgets
         self._owners = owners
         self._pol = pol
+        self._result: Facts | None = None
+
+    def build(self, pods: Sequence[cluster.Pod]) -> Facts:
+        for _ in self.steps(pods, max(1, len(pods), len(self._workloads), len(self._budgets))):
+            pass
+        return self.facts()
+
+    def facts(self) -> Facts:
+        """The facts, once ``steps`` has run to its end."""
+        if self._result is None:
+            raise RuntimeError("FactsBuilder.facts before its steps are done")
+        return self._result
+
+    def steps(self, pods: Sequence[cluster.Pod], chunk: int) -> Iterator[None]:
         pdbs: dict[str, list[cluster.PodDisruptionBudget]] = defaultdict(list)
-        for pdb in budgets:
-            pdbs[pdb.namespace].append(pdb)
-        self._pdbs = {ns: tuple(found) for ns, found in pdbs.items()}
-        self._healthy: dict[str, int] = defaultdict(int)
-        self._counted: set[str] = set()
+        for start in range(0, len(self._budgets), chunk):
+            for pdb in self._budgets[start : start + chunk]:
+                pdbs[pdb.namespace].append(pdb)
+            yield
 
-    def add(self, pods: Iterable[cluster.Pod]) -> None:
-        owners, healthy, counted = self._owners, self._healthy, self._counted
+        owners = self._owners
+        healthy: dict[str, int] = defaultdict(int)
+        counted: set[str] = set()
         running = cluster.PodPhase.RUNNING
-        for pod in pods:
-            w = pod.workload
-            # pod.healthy, inlined: this loop runs once per pod of the cluster.
-            if w is None or not pod.ready or pod.deleting_since is not None:
-                continue
-            if pod.phase is not running:
-                continue
-            owner = owners.get(w.key) if w.kind == "ReplicaSet" else None
-            healthy[owner.key if owner is not None else w.key] += 1
-            counted.add(pod.uid)
+        for start in range(0, len(pods), chunk):
+            for pod in pods[start : start + chunk]:
+                w = pod.workload
+                # pod.healthy, inlined: this loop runs once per pod of the cluster.
+                if w is None or not pod.ready or pod.deleting_since is not None:
+                    continue
+                if pod.phase is not running:
+                    continue
+                owner = owners.get(w.key) if w.kind == "ReplicaSet" else None
+                healthy[owner.key if owner is not None else w.key] += 1
+                counted.add(pod.uid)
+            yield
 
-    def finish(self) -> Facts:
         floors: dict[str, budgets.Floor] = {}
-        for workload in self._workloads:
-            floor, _warning = budgets.workload_floor(
-                workload,
-                default=self._pol.default_min_available,
-                current_healthy=self._healthy.get(workload.ref.key, 0),
-            )
-            if floor is not None:
-                floors[workload.ref.key] = floor
-        return Facts(floors, self._pdbs, frozenset(self._counted))
+        default = self._pol.default_min_available
+        step = max(1, chunk // 5)  # a floor costs about five pods
+        for start in range(0, len(self._workloads), step):
+            for workload in self._workloads[start : start + step]:
+                floor, _warning = budgets.workload_floor(
+                    workload, default=default, current_healthy=healthy.get(workload.ref.key, 0)
+                )
+                if floor is not None:
+                    floors[workload.ref.key] = floor
+            yield
+        self._result = Facts(floors, {ns: tuple(found) for ns, found in pdbs.items()}, counted)
