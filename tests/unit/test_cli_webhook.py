@@ -3,6 +3,7 @@ anything connects; who is trusted by default; the self-signed bootstrap makes a 
 
 from __future__ import annotations
 
+import gc
 import pathlib
 import ssl
 
@@ -67,3 +68,20 @@ def test_the_self_signed_pair_is_made_once_and_serves(tmp_path: pathlib.Path) ->
     assert names.get_values_for_type(x509.DNSName) == ["webhook.local"]
     context = webhook_server.ReloadingTLS(cert, key).context
     assert context.minimum_version == ssl.TLSVersion.TLSv1_2
+
+
+def test_the_heap_is_frozen_after_a_build_at_most_every_ten_minutes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    calls: list[str] = []
+    monkeypatch.setattr(gc, "collect", lambda: calls.append("collect"))
+    monkeypatch.setattr(gc, "freeze", lambda: calls.append("freeze"))
+    now = [0.0]
+    freezer = webhook_server.HeapFreezer(every=600, clock=lambda: now[0])
+    freezer()  # the first build: the whole cache
+    now[0] = 599
+    freezer()
+    assert calls == ["collect", "freeze"]
+    now[0] = 600
+    freezer()
+    assert calls == ["collect", "freeze"] * 2
