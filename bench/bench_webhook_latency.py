@@ -53,7 +53,7 @@ import lightkube
 from aiohttp import web
 
 import synthetic
-from graceguard.adapters import webhook_server
+from graceguard.adapters import selfsigned, webhook_server
 from graceguard.adapters.kube import admission_state, view
 from graceguard.manifests import snapshot
 from graceguard.webhook.service import AdmissionService, FailurePolicy
@@ -387,7 +387,7 @@ def main() -> None:
         os.sched_setaffinity(0, {CLIENT_CORE})
     tmp = pathlib.Path(tempfile.mkdtemp(prefix="gg-bench-webhook-"))
     try:
-        ca, cert, key = webhook_server.self_signed(tmp, ["127.0.0.1"])
+        ca, cert, key = selfsigned.self_signed(tmp, ["127.0.0.1"])
         ports = {"trivial": _free_port(), "webhook": _free_port()}
         procs = {mode: _spawn(mode, port, cert, key) for mode, port in ports.items()}
         try:

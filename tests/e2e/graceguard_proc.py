@@ -3,6 +3,7 @@ processes: the tests kill them, restart them and read what they wrote to the API
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import datetime as dt
 import json
@@ -16,6 +17,7 @@ import urllib.request
 from collections.abc import Sequence
 from typing import Any
 
+import yaml
 from lightkube import ApiError, Client
 from lightkube.resources.coordination_v1 import Lease
 from lightkube.resources.core_v1 import Event, Node
@@ -197,3 +199,35 @@ def drained(kube: Client, node: str) -> bool:
 
 def output_of(controller: Controller) -> str:
     return f"controller output:\n{controller.output()[-4000:]}"
+
+
+def token_kubeconfig(
+    control_plane: controlplane.ControlPlane, namespace: str, account: str, path: pathlib.Path
+) -> pathlib.Path:
+    """A kubeconfig authenticating as ``namespace/account`` with a bound token (1 h)."""
+    token = control_plane.kubectl("create", "token", account, "-n", namespace, "--duration=1h")
+    assert token.returncode == 0, token.stderr
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [
+                    {
+                        "name": "e2e",
+                        "cluster": {
+                            "server": control_plane.server,
+                            "certificate-authority-data": base64.b64encode(
+                                control_plane.ca.cert_pem
+                            ).decode(),
+                        },
+                    }
+                ],
+                "users": [{"name": account, "user": {"token": token.stdout.strip()}}],
+                "contexts": [{"name": "sa", "context": {"cluster": "e2e", "user": account}}],
+                "current-context": "sa",
+            }
+        )
+    )
+    path.chmod(0o600)
+    return path

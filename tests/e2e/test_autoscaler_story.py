@@ -147,7 +147,7 @@ def autoscaler_as_service_account(
         "--clusterrole=cluster-admin",
         f"--serviceaccount={ns}:{name}",
     )
-    kubeconfig = wi.token_kubeconfig(control_plane, ns, name, tmp_path / "autoscaler.kubeconfig")
+    kubeconfig = gg.token_kubeconfig(control_plane, ns, name, tmp_path / "autoscaler.kubeconfig")
     extra = [
         f"--kubeconfig={kubeconfig}",
         "--max-pod-eviction-time=20s",

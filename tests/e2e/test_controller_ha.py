@@ -6,7 +6,6 @@ the chart's least-privilege RBAC is enough to do all of it.
 
 from __future__ import annotations
 
-import base64
 import pathlib
 import time
 from collections.abc import Iterator
@@ -276,31 +275,7 @@ def test_the_charts_rbac_is_enough_for_a_drain(
     )
     done = control_plane.kubectl("apply", "-f", str(manifest))
     assert done.returncode == 0, done.stderr
-    token = control_plane.kubectl("create", "token", account, "-n", system_ns, "--duration=1h")
-    assert token.returncode == 0, token.stderr
-    kubeconfig = tmp_path / "sa.kubeconfig"
-    kubeconfig.write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "clusters": [
-                    {
-                        "name": "e2e",
-                        "cluster": {
-                            "server": control_plane.server,
-                            "certificate-authority-data": base64.b64encode(
-                                control_plane.ca.cert_pem
-                            ).decode(),
-                        },
-                    }
-                ],
-                "users": [{"name": account, "user": {"token": token.stdout.strip()}}],
-                "contexts": [{"name": "sa", "context": {"cluster": "e2e", "user": account}}],
-                "current-context": "sa",
-            }
-        )
-    )
+    kubeconfig = gg.token_kubeconfig(control_plane, system_ns, account, tmp_path / "sa.kubeconfig")
     running = gg.start_controller(
         kubeconfig,
         name="gg-sa",

@@ -105,38 +105,6 @@ def one(docs: list[dict[str, Any]], kind: str, component: str | None = None) -> 
     return found[0]
 
 
-def token_kubeconfig(
-    control_plane: controlplane.ControlPlane, namespace: str, account: str, path: pathlib.Path
-) -> pathlib.Path:
-    """A kubeconfig authenticating as ``namespace/account`` with a bound token (1 h)."""
-    token = control_plane.kubectl("create", "token", account, "-n", namespace, "--duration=1h")
-    assert token.returncode == 0, token.stderr
-    path.write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "clusters": [
-                    {
-                        "name": "e2e",
-                        "cluster": {
-                            "server": control_plane.server,
-                            "certificate-authority-data": base64.b64encode(
-                                control_plane.ca.cert_pem
-                            ).decode(),
-                        },
-                    }
-                ],
-                "users": [{"name": account, "user": {"token": token.stdout.strip()}}],
-                "contexts": [{"name": "sa", "context": {"cluster": "e2e", "user": account}}],
-                "current-context": "sa",
-            }
-        )
-    )
-    path.chmod(0o600)
-    return path
-
-
 def local_args(rendered: list[str], *, port: int, tls_dir: pathlib.Path, ledger: str) -> list[str]:
     """The Deployment's arguments with what only makes sense in a pod replaced."""
     replace = {"--port": str(port), "--ledger": ledger}
@@ -221,7 +189,7 @@ def installed(
     controller_account = one(docs, "Deployment", "controller")["spec"]["template"]["spec"][
         "serviceAccountName"
     ]
-    kubeconfig = token_kubeconfig(
+    kubeconfig = gg.token_kubeconfig(
         control_plane, release_ns, webhook_account, workdir / "webhook.kubeconfig"
     )
     port, health, metrics = (controlplane.free_port() for _ in range(3))

@@ -17,7 +17,7 @@ import pytest_asyncio
 from aiohttp import web
 from cryptography import x509
 
-from graceguard.adapters import webhook_server
+from graceguard.adapters import selfsigned, webhook_server
 from graceguard.domain import annotations as ann
 from graceguard.domain import cluster, policy
 from graceguard.engine import admission
@@ -96,7 +96,7 @@ class Server:
 
 @pytest_asyncio.fixture
 async def server(tmp_path: pathlib.Path) -> AsyncIterator[Server]:
-    ca, cert, key = webhook_server.self_signed(tmp_path / "tls", ["127.0.0.1", "localhost"])
+    ca, cert, key = selfsigned.self_signed(tmp_path / "tls", ["127.0.0.1", "localhost"])
     tls = webhook_server.ReloadingTLS(cert, key)
     service = AdmissionService(
         state=State(),
@@ -217,7 +217,7 @@ async def test_other_paths_and_methods_are_not_the_webhook(server: Server) -> No
 async def test_a_replaced_certificate_is_served_from_then_on(
     server: Server, tmp_path: pathlib.Path
 ) -> None:
-    new_ca, new_cert, new_key = webhook_server.self_signed(tmp_path / "new", ["127.0.0.1"])
+    new_ca, new_cert, new_key = selfsigned.self_signed(tmp_path / "new", ["127.0.0.1"])
     assert not server.tls.reload_if_changed()
     server.tls.cert.write_bytes(new_cert.read_bytes())
     server.tls.key.write_bytes(new_key.read_bytes())

@@ -11,7 +11,7 @@ import pytest
 from cryptography import x509
 from typer.testing import CliRunner
 
-from graceguard.adapters import webhook_server
+from graceguard.adapters import selfsigned, webhook_server
 from graceguard.cli import webhook
 from graceguard.cli.main import app
 
@@ -57,10 +57,10 @@ def test_the_controllers_service_account_is_trusted_by_default(
 
 
 def test_the_self_signed_pair_is_made_once_and_serves(tmp_path: pathlib.Path) -> None:
-    ca, cert, key = webhook_server.self_signed(tmp_path, ["127.0.0.1", "webhook.local"])
+    ca, cert, key = selfsigned.self_signed(tmp_path, ["127.0.0.1", "webhook.local"])
     assert oct(key.stat().st_mode & 0o777) == "0o600"
     made = cert.read_bytes()
-    again = webhook_server.self_signed(tmp_path, ["other"])
+    again = selfsigned.self_signed(tmp_path, ["other"])
     assert again == (ca, cert, key) and cert.read_bytes() == made
     leaf = x509.load_pem_x509_certificate(cert.read_bytes())
     leaf.verify_directly_issued_by(x509.load_pem_x509_certificate(ca.read_bytes()))

@@ -127,7 +127,9 @@ def webhook(
     if self_signed is not None:
         if tls_cert or tls_key:
             raise files.fail("--self-signed: give either it or --tls-cert/--tls-key, not both")
-        ca, tls_cert, tls_key = webhook_server.self_signed(
+        from graceguard.adapters import selfsigned  # noqa: PLC0415 - see its docstring
+
+        ca, tls_cert, tls_key = selfsigned.self_signed(
             self_signed, tls_host or ["127.0.0.1", "localhost"]
         )
         log.info("self-signed certificate in %s; caBundle from %s", self_signed, ca)
