@@ -8,6 +8,7 @@ the right class and lets the node go when graceguard releases it (or the source'
 
 from __future__ import annotations
 
+import abc
 import dataclasses
 import datetime as dt
 import heapq
@@ -89,7 +90,7 @@ class Drain:
         return min(times) if times else None
 
 
-class Actor:
+class Actor(abc.ABC):
     """One disruption source in a scenario."""
 
     def __init__(self, spec: ActorSpec, world: World, mode: Mode) -> None:
@@ -104,7 +105,7 @@ class Actor:
         for event in spec.events:
             self.plan(event)
 
-    def setup(self) -> None:
+    def setup(self) -> None:  # noqa: B027 - an optional hook; most actors need no settings
         """Read the settings (called before the events are planned)."""
 
     @property
@@ -115,8 +116,9 @@ class Actor:
         """Put the steps of one scenario event on the agenda (default: one step at ``at``)."""
         self.at(self.world.start + event.at, lambda now: self.on_event(event, now))
 
+    @abc.abstractmethod
     def on_event(self, event: EventSpec, now: dt.datetime) -> None:
-        raise NotImplementedError
+        """What the actor does when one of its scenario events comes (each actor says)."""
 
     def at(self, t: dt.datetime, step: Step) -> None:
         heapq.heappush(self._agenda, (t, self._serial, step))
