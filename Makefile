@@ -41,9 +41,12 @@ scenarios: $(STAMP)
 
 ## integration: the adapters against real parts — the ledger on SQLite files and on a PostgreSQL
 ## server the tests start from the machine's binaries (installed from Debian when missing)
-integration: $(STAMP)
+## postgres: Debian's PostgreSQL, which the integration and e2e tiers start for their ledgers
+postgres:
 	@command -v postgres >/dev/null || ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || \
 	  (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y postgresql)
+
+integration: $(STAMP) postgres
 	$(PY) -m pytest tests/integration -q
 
 bench: $(STAMP)
@@ -110,5 +113,5 @@ cluster-down: $(STAMP)
 	@$(CONTROLPLANE) down
 
 ## e2e: tests against the real control plane (tests/e2e)
-e2e: cluster-build chart
+e2e: cluster-build chart postgres
 	$(PY) -m pytest tests/e2e -q
