@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
 .PHONY: demo test venv lint typecheck imports unit scenarios integration e2e bench clean \
-        cluster-build cluster-up cluster-down helm crds crds-check chart chart-check
+        cluster-build cluster-up cluster-down helm crds crds-check chart chart-check postgres
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
