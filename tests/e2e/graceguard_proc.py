@@ -47,6 +47,15 @@ def cli(
     )
 
 
+def probe_ok(port: int, path: str) -> bool:
+    """A graceguard process's probe on 127.0.0.1 answers 200."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=2) as resp:
+            return int(resp.status) == 200
+    except OSError:
+        return False
+
+
 @dataclasses.dataclass
 class Controller:
     name: str
@@ -59,22 +68,10 @@ class Controller:
         return self.process.poll() is None
 
     def healthy(self) -> bool:
-        try:
-            with urllib.request.urlopen(
-                f"http://127.0.0.1:{self.health_port}/healthz", timeout=2
-            ) as resp:
-                return int(resp.status) == 200
-        except OSError:
-            return False
+        return probe_ok(self.health_port, "/healthz")
 
     def ready(self) -> bool:
-        try:
-            with urllib.request.urlopen(
-                f"http://127.0.0.1:{self.health_port}/readyz", timeout=2
-            ) as resp:
-                return int(resp.status) == 200
-        except OSError:
-            return False
+        return probe_ok(self.health_port, "/readyz")
 
     def metrics(self) -> str:
         with urllib.request.urlopen(

@@ -30,7 +30,6 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
@@ -140,13 +139,7 @@ class Webhook:
         return self.log.read_text(errors="replace") if self.log.exists() else ""
 
     def ready(self) -> bool:
-        try:
-            with urllib.request.urlopen(
-                f"http://127.0.0.1:{self.health_port}/readyz", timeout=2
-            ) as resp:
-                return int(resp.status) == 200
-        except OSError:
-            return False
+        return gg.probe_ok(self.health_port, "/readyz")
 
     def denials(self, **filters: str) -> tuple[ledger_values.DenialRecord, ...]:
         async def read() -> tuple[ledger_values.DenialRecord, ...]:
