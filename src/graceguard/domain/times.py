@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Mapping
 
 UTC = dt.UTC
 
@@ -20,6 +21,18 @@ def parse_time(text: str) -> dt.datetime:
     if value.tzinfo is None:
         raise TimeError(f"RFC 3339 time without a zone: {text!r} (add Z or an offset)")
     return value.astimezone(UTC)
+
+
+def time_in(annotations: Mapping[str, str], key: str) -> dt.datetime | None:
+    """The instant stored under ``key`` (``graceguard.io/eviction-at``, ``blocked-since``...), or
+    ``None`` when it is missing or not an RFC 3339 instant (a value someone else wrote)."""
+    raw = annotations.get(key)
+    if raw is None:
+        return None
+    try:
+        return parse_time(raw)
+    except TimeError:
+        return None
 
 
 def format_time(value: dt.datetime) -> str:

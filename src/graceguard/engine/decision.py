@@ -68,13 +68,7 @@ def previous_notice(pod: cluster.Pod, source: str) -> dt.datetime | None:
     """The eviction time graceguard already told this pod for ``source``, if any."""
     if pod.notice_stage is None or pod.annotations.get(ann.EVICTION_REASON) != source:
         return None
-    raw = pod.annotations.get(ann.EVICTION_AT)
-    if raw is None:
-        return None
-    try:
-        return times.parse_time(raw)
-    except times.TimeError:
-        return None
+    return times.time_in(pod.annotations, ann.EVICTION_AT)
 
 
 def decide(

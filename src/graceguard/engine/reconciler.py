@@ -371,13 +371,7 @@ def _used(snapshot: cluster.Snapshot, pod: cluster.Pod) -> frozenset[dt.datetime
 
 
 def _blocked_since(pod: cluster.Pod) -> dt.datetime | None:
-    raw = pod.annotations.get(ann.BLOCKED_SINCE)
-    if raw is None:
-        return None
-    try:
-        return times.parse_time(raw)
-    except times.TimeError:
-        return None
+    return times.time_in(pod.annotations, ann.BLOCKED_SINCE)
 
 
 def _exceeded_message(pod: cluster.Pod, request: disruption.DisruptionRequest) -> str:
