@@ -188,6 +188,7 @@ def test_protection_is_projected_and_retracted_exactly() -> None:
         act.ProjectProtection(
             act.PodRef("ns", "a", "a"),
             ((ann.CA_SAFE_TO_EVICT, "false"), (ann.KARPENTER_DO_NOT_DISRUPT, "true")),
+            (ann.CA_SAFE_TO_EVICT, ann.KARPENTER_DO_NOT_DISRUPT),
         ),
     )
     assert r.next_wakeup == NOW + HOUR  # when the protection ends
@@ -198,7 +199,9 @@ def test_protection_is_projected_and_retracted_exactly() -> None:
     r = reconciler.reconcile(snapshot=snap, requests=[], pol=policy.DEFAULT, now=NOW)
     assert r.actions == (
         act.ProjectProtection(
-            act.PodRef("ns", "a", "a"), ((ann.KARPENTER_DO_NOT_DISRUPT, "true"),)
+            act.PodRef("ns", "a", "a"),
+            ((ann.KARPENTER_DO_NOT_DISRUPT, "true"),),
+            (ann.KARPENTER_DO_NOT_DISRUPT,),
         ),
     )
     projected = pod(
@@ -214,6 +217,44 @@ def test_protection_is_projected_and_retracted_exactly() -> None:
     r = reconciler.reconcile(snapshot=snap, requests=[], pol=policy.DEFAULT, now=NOW + HOUR)
     assert r.actions == (
         act.RetractProtection(act.PodRef("ns", "a", "a"), (ann.KARPENTER_DO_NOT_DISRUPT,)),
+    )
+
+
+def test_a_second_projection_keeps_the_first_one_known_as_graceguards() -> None:
+    """The projection story of issue 13: a pod with ``min-runtime`` and the user's own
+    ``safe-to-evict: "false"`` gets only ``do-not-disrupt`` projected; the user then removes their
+    ``safe-to-evict`` and graceguard projects it too. Both keys must be listed as graceguard's, or
+    its own ``do-not-disrupt`` would read as the user's protection (24h) and never be retracted."""
+    first = pod("a", annotations={ann.MIN_RUNTIME: "2h", ann.CA_SAFE_TO_EVICT: "false"})
+    r = reconciler.reconcile(
+        snapshot=cluster.Snapshot(nodes=NODES, pods=(first,)),
+        requests=[],
+        pol=policy.DEFAULT,
+        now=NOW,
+    )
+    (projection,) = r.actions
+    assert isinstance(projection, act.ProjectProtection)
+    assert projection.projected == (ann.KARPENTER_DO_NOT_DISRUPT,)
+    removed = pod(
+        "a",
+        annotations={
+            ann.MIN_RUNTIME: "2h",
+            ann.KARPENTER_DO_NOT_DISRUPT: "true",
+            ann.PROJECTED: ann.KARPENTER_DO_NOT_DISRUPT,
+        },
+    )
+    r = reconciler.reconcile(
+        snapshot=cluster.Snapshot(nodes=NODES, pods=(removed,)),
+        requests=[],
+        pol=policy.DEFAULT,
+        now=NOW,
+    )
+    assert r.actions == (
+        act.ProjectProtection(
+            act.PodRef("ns", "a", "a"),
+            ((ann.CA_SAFE_TO_EVICT, "false"),),
+            (ann.KARPENTER_DO_NOT_DISRUPT, ann.CA_SAFE_TO_EVICT),
+        ),
     )
 
 

@@ -151,9 +151,9 @@ class Executor:
                     pod=pod, reason="DeadlineExceeded", message=message, warning=True
                 )
                 return "reported"
-            case act.ProjectProtection(pod=pod, add=add):
+            case act.ProjectProtection(pod=pod, add=add, projected=projected):
                 changes: dict[str, str | None] = dict(add)
-                changes[ann.PROJECTED] = ",".join(key for key, _ in add)
+                changes[ann.PROJECTED] = ",".join(projected)
                 await c.patch_pod_annotations(pod=pod, changes=changes)
                 return "projected"
             case act.RetractProtection(pod=pod, remove=remove):

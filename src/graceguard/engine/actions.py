@@ -88,11 +88,14 @@ class ReportDeadlineExceeded:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class ProjectProtection:
-    """Add these annotations (``safe-to-evict: "false"``, ``do-not-disrupt: "true"``) and list
-    them in ``graceguard.io/projected``."""
+    """Add these annotations (``safe-to-evict: "false"``, ``do-not-disrupt: "true"``) and set
+    ``graceguard.io/projected`` to ``projected``: every key graceguard projected on the pod, the
+    ones it added before included, so that all of them are known as graceguard's own and
+    retracted together."""
 
     pod: PodRef
     add: tuple[tuple[str, str], ...]
+    projected: tuple[str, ...]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -90,7 +90,8 @@ def project(
                 if key not in projected and key not in annotations
             )
             if add:
-                out.append(act.ProjectProtection(ref(pod), add))
+                keys = (*projected, *(key for key, _ in add))
+                out.append(act.ProjectProtection(ref(pod), add, keys))
         elif projected:
             out.append(act.RetractProtection(ref(pod), projected))
     return ProjectionResult(tuple(out), wake, protected)
