@@ -1,5 +1,5 @@
 """The SQL ledger on a SQLite file and on PostgreSQL: round trips, idempotency across restarts,
-filters, graceguard's own actions, disruptions, the schema version, and one-line errors."""
+filters, graceguard's own actions, the schema version, and one-line errors."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from graceguard.adapters.ledger import Ledger, LedgerError, schema
-from graceguard.domain import disruption, ledger
+from graceguard.domain import ledger
 from graceguard.domain import termination as t
 
 NOW = dt.datetime(2026, 11, 21, 5, 0, 0, 123456, tzinfo=dt.UTC)
@@ -169,32 +169,6 @@ async def test_an_eviction_with_its_logs_becomes_the_termination_record(ledger_u
     assert (back.initiator, back.request_id) == ("graceguard", "drain-node-a")
     assert back.log_lines == ("epoch 9/10", "saving checkpoint")
     assert not back.premature
-
-
-@pytest.mark.asyncio
-async def test_disruptions_open_and_close_once(ledger_url: str) -> None:
-    opened = ledger.DisruptionRecord(
-        request_id="asg-i-0abc",
-        node="node-a",
-        source="asg-scale-in",
-        disruption_class=disruption.DisruptionClass.VOLUNTARY,
-        opened_at=NOW,
-    )
-    async with await Ledger.open(ledger_url) as led:
-        assert await led.open_disruption(opened)
-        assert not await led.open_disruption(dataclasses.replace(opened, node="elsewhere"))
-        assert await led.disruptions(open_only=True) == (opened,)
-        close = {"request_id": "asg-i-0abc", "closed_at": NOW + MIN}
-        assert await led.close_disruption(**close, outcome=ledger.Outcome.DRAINED)  # type: ignore[arg-type]
-        assert not await led.close_disruption(**close, outcome=ledger.Outcome.CANCELLED)  # type: ignore[arg-type]
-        assert not await led.close_disruption(
-            request_id="unknown", closed_at=NOW, outcome=ledger.Outcome.DRAINED
-        )
-        assert await led.disruptions(open_only=True) == ()
-        (closed,) = await led.disruptions(node="node-a")
-    assert closed == dataclasses.replace(
-        opened, closed_at=NOW + MIN, outcome=ledger.Outcome.DRAINED
-    )
 
 
 @pytest.mark.asyncio

@@ -1,16 +1,18 @@
 """The webhook's refusals in the ledger (schema version 2): one record per pod, source, rule and
-reporting period, on SQLite and PostgreSQL; and a version-1 ledger read as it is, then migrated
-forward when a version-2 graceguard opens it for writing."""
+reporting period, on SQLite and PostgreSQL; a version-1 ledger read as it is, then migrated
+forward when a version-2 graceguard opens it for writing; and the webhook's ``LazyLedger``, which
+answers while the ledger cannot be opened and records once it can."""
 
 from __future__ import annotations
 
 import datetime as dt
+import pathlib
 
 import pytest
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from graceguard.adapters.ledger import Ledger, schema
+from graceguard.adapters.ledger import LazyLedger, Ledger, schema
 from graceguard.domain import ledger
 
 from .test_ledger import eviction, record
@@ -98,3 +100,24 @@ async def test_a_version_1_ledger_is_read_as_is_then_migrated_forward(ledger_url
         assert await writer.query() == (record(),)
     async with await Ledger.open(ledger_url, create=False) as reader:
         assert await reader.denials() == (denial(),)
+
+
+@pytest.mark.asyncio
+async def test_the_lazy_ledger_answers_while_down_and_records_once_it_can_be_opened(
+    tmp_path: pathlib.Path,
+) -> None:
+    where = tmp_path / "not-yet"
+    url = f"sqlite+aiosqlite:///{where / 'ledger.db'}"
+    now = [100.0]
+    lazy = LazyLedger(url=url, retry=60.0, clock=lambda: now[0])
+    # The directory is missing: the open fails, the refusal is not recorded, no error.
+    assert await lazy.record_denial(denial())
+    where.mkdir()
+    now[0] = 159.0  # before the retry: not even tried
+    assert await lazy.record_denial(denial(pod="early"))
+    now[0] = 160.0
+    assert await lazy.record_denial(denial(pod="late"))
+    assert not await lazy.record_denial(denial(NOW + dt.timedelta(seconds=5), pod="late"))
+    await lazy.close()
+    async with await Ledger.open(url, create=False) as reader:
+        assert [d.pod for d in await reader.denials()] == ["late"]

@@ -1,4 +1,4 @@
-"""What the ledger keeps besides terminations: graceguard's own actions and its disruptions.
+"""What the ledger keeps besides terminations: graceguard's own actions and the webhook's refusals.
 
 An ``ActionRecord`` is written *before* graceguard sends a notice or an eviction, under a key
 (pod uid, kind, disruption request) that the ledger accepts once. A restarted or failed-over
@@ -7,7 +7,7 @@ notice or eviction twice. The eviction's record also carries the pod's last log 
 just before, so the termination record can show them even when the controller that evicted the pod
 is gone by the time the pod is.
 
-A ``DisruptionRecord`` is one disruption request from open to close, with its outcome.
+A ``DenialRecord`` is an eviction the webhook refused, once per pod, source, rule and period.
 
 Pure values: no I/O, no clock.
 """
@@ -18,7 +18,7 @@ import dataclasses
 import datetime as dt
 import enum
 
-from graceguard.domain import disruption, notices, termination
+from graceguard.domain import notices, termination
 
 
 class ActionKind(enum.StrEnum):
@@ -75,34 +75,6 @@ def latest_eviction(
     if not evictions:
         return None
     return max(evictions, key=lambda a: a.at).as_eviction()
-
-
-class Outcome(enum.StrEnum):
-    DRAINED = "drained"
-    """Every pod left the node; the node was released to its source."""
-    DEADLINE_EXCEEDED = "deadline-exceeded"
-    """The deadline came with pods still protected or blocked."""
-    CANCELLED = "cancelled"
-    """The source withdrew the request (the node stays)."""
-    NODE_LOST = "node-lost"
-    """The node went away first."""
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class DisruptionRecord:
-    request_id: str
-    node: str
-    source: str
-    disruption_class: disruption.DisruptionClass
-    opened_at: dt.datetime
-    closed_at: dt.datetime | None = None
-    outcome: Outcome | None = None
-
-    def __post_init__(self) -> None:
-        for name in ("opened_at", "closed_at"):
-            value = getattr(self, name)
-            if value is not None and value.tzinfo is None:
-                raise ValueError(f"DisruptionRecord.{name} must be timezone-aware")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -7,7 +7,10 @@ both ways and refuses naive datetimes).
 
 Versions and migrations (applied by ``Ledger.open(url)`` with ``create=True``, in one transaction):
 
-1. ``terminations``, ``actions``, ``disruptions`` (the controller).
+1. ``terminations``, ``actions``, ``disruptions`` (the controller). Nothing reads or writes
+   ``disruptions`` any more; the table stays because it is part of versions 1 and 2: leaving it
+   out would give two different schemas the same version number (removing it takes a version 3
+   and its migration).
 2. adds ``denials``: the evictions the webhook refused. A version-1 ledger is migrated forward
    when a version-2 graceguard opens it for writing: ``create_all`` makes the missing table and
    the row for version 2 is added; nothing existing changes, so every version-1 record reads as
@@ -107,7 +110,7 @@ actions = sa.Table(
     sa.UniqueConstraint("uid", "kind", "request_id", name="uq_actions_uid_kind_request"),
 )
 
-disruptions = sa.Table(
+disruptions = sa.Table(  # part of versions 1 and 2; unused (see above)
     "disruptions",
     metadata,
     sa.Column("request_id", sa.String, primary_key=True),

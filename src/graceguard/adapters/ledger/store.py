@@ -24,7 +24,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 
 from graceguard.adapters.ledger import schema, urls
 from graceguard.adapters.ledger.urls import LedgerError
-from graceguard.domain import disruption, ledger, termination
+from graceguard.domain import ledger, termination
 
 _ADVISORY_LOCK = 0x67726163  # "grac": serialises schema creation between replicas
 _CONNECT_TIMEOUT_S = 10
@@ -202,49 +202,6 @@ class Ledger:
         """The evictions graceguard sent (or claimed) for the pod, oldest first."""
         return tuple(a for a in await self.actions_for(uid) if a.kind.evicts)
 
-    # ---- disruptions ----
-
-    async def open_disruption(self, rec: ledger.DisruptionRecord) -> bool:
-        """Record a disruption request; ``False`` when its id is already there."""
-        d = schema.disruptions
-        stmt = (
-            self._insert(d)
-            .values(_disruption_row(rec))
-            .on_conflict_do_nothing(index_elements=["request_id"])
-            .returning(d.c.request_id)
-        )
-        async with self._transaction("open a disruption") as conn:
-            return (await conn.execute(stmt)).first() is not None
-
-    async def close_disruption(
-        self, *, request_id: str, closed_at: dt.datetime, outcome: ledger.Outcome
-    ) -> bool:
-        """Close an open disruption; ``False`` when it is unknown or was already closed."""
-        d = schema.disruptions
-        stmt = (
-            sa.update(d)
-            .where(d.c.request_id == request_id, d.c.closed_at.is_(None))
-            .values(closed_at=closed_at, outcome=str(outcome))
-            .returning(d.c.request_id)
-        )
-        async with self._transaction("close a disruption") as conn:
-            return (await conn.execute(stmt)).first() is not None
-
-    async def disruptions(
-        self, *, open_only: bool = False, node: str | None = None
-    ) -> tuple[ledger.DisruptionRecord, ...]:
-        """Disruptions, oldest first; ``open_only`` keeps those not closed yet."""
-        d = schema.disruptions
-        stmt = sa.select(d)
-        if open_only:
-            stmt = stmt.where(d.c.closed_at.is_(None))
-        if node is not None:
-            stmt = stmt.where(d.c.node == node)
-        stmt = stmt.order_by(d.c.opened_at, d.c.request_id)
-        async with self._transaction("read disruptions") as conn:
-            rows = (await conn.execute(stmt)).mappings().all()
-        return tuple(_disruption(r) for r in rows)
-
     # ---- the webhook's refusals ----
 
     async def record_denial(self, rec: ledger.DenialRecord) -> bool:
@@ -407,30 +364,6 @@ def _action(row: sa.RowMapping) -> ledger.ActionRecord:
         grace_seconds=row["grace_seconds"],
         message=row["message"],
         logs=termination.CapturedLogs(_lines(row["log_lines"]), row["log_status"]),
-    )
-
-
-def _disruption_row(rec: ledger.DisruptionRecord) -> dict[str, Any]:
-    return {
-        "request_id": rec.request_id,
-        "node": rec.node,
-        "source": rec.source,
-        "disruption_class": str(rec.disruption_class),
-        "opened_at": rec.opened_at,
-        "closed_at": rec.closed_at,
-        "outcome": str(rec.outcome) if rec.outcome is not None else None,
-    }
-
-
-def _disruption(row: sa.RowMapping) -> ledger.DisruptionRecord:
-    return ledger.DisruptionRecord(
-        request_id=row["request_id"],
-        node=row["node"],
-        source=row["source"],
-        disruption_class=disruption.DisruptionClass(row["disruption_class"]),
-        opened_at=row["opened_at"],
-        closed_at=row["closed_at"],
-        outcome=ledger.Outcome(row["outcome"]) if row["outcome"] is not None else None,
     )
 
 
