@@ -8,7 +8,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from graceguard.domain.durations import DurationError, format_duration, parse_duration
+from graceguard.domain.durations import (
+    DurationError,
+    DurationTooLarge,
+    format_duration,
+    parse_duration,
+)
 
 S = dt.timedelta(seconds=1)
 
@@ -152,3 +157,68 @@ def test_only_ascii_digits(text: str) -> None:
     """Go's parser reads ASCII digits only; other scripts' digits are not a duration."""
     with pytest.raises(DurationError):
         parse_duration(text)
+
+
+# ---- too large: told apart from "not a duration", so annotations can clamp ----
+
+
+@pytest.mark.parametrize(
+    ("text", "negative"),
+    [
+        ("2562048h", False),
+        ("9223372036854775808ns", False),
+        ("9999999999999h", False),
+        ("-9999999999999h", True),
+        ("+9999999999999h", False),
+        ("9" * 5000 + "s", False),
+        ("1h" + "9" * 30 + "m", False),
+        ("2562047h2562047h", False),  # each part fits, the sum does not
+        ("9" * 30 + "h1m", False),  # read on after the part that overflows
+    ],
+)
+def test_too_large_is_its_own_error(text: str, negative: bool) -> None:
+    with pytest.raises(DurationTooLarge) as err:
+        parse_duration(text)
+    assert err.value.negative is negative
+    assert isinstance(err.value, DurationError)
+    assert "too large" in str(err.value)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "9" * 30 + "hours",  # a bad unit after a huge number: not a duration at all
+        "9" * 30 + "h 1m",
+        "9" * 30 + "h1",
+        "9" * 30,
+        "9" * 30 + "h-1m",
+    ],
+)
+def test_too_large_but_malformed_is_not_too_large(text: str) -> None:
+    with pytest.raises(DurationError) as err:
+        parse_duration(text)
+    assert not isinstance(err.value, DurationTooLarge)
+
+
+def test_a_long_text_is_cut_in_the_message() -> None:
+    text = "9" * 100_000 + "x"
+    with pytest.raises(DurationError) as err:
+        parse_duration(text)
+    assert len(str(err.value)) < 400
+    assert "(100001 characters)" in str(err.value)
+
+
+@given(
+    st.integers(min_value=0, max_value=10**40), st.sampled_from(["ns", "us", "ms", "s", "m", "h"])
+)
+def test_any_whole_number_is_a_duration_or_too_large(number: int, unit: str) -> None:
+    text = f"{number}{unit}"
+    scale = {"ns": 1, "us": 10**3, "ms": 10**6, "s": 10**9, "m": 60 * 10**9, "h": 3600 * 10**9}
+    fits = number * scale[unit] <= 2**63 - 1
+    try:
+        value = parse_duration(text)
+    except DurationTooLarge:
+        assert not fits
+    else:
+        assert fits
+        assert value == dt.timedelta(microseconds=number * scale[unit] // 1000)

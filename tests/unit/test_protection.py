@@ -181,6 +181,82 @@ def test_min_runtime_is_clamped_to_max_min_runtime_with_a_warning(
     assert warning.problem == f"exceeds maxMinRuntime {cap_text}; clamped to {cap_text}"
 
 
+HUGE = [
+    "99999h",
+    "2562047h",  # the largest Go duration in hours
+    "2562048h",  # one hour beyond what a Go duration holds
+    "9999999999999h",
+    "9223372036854775808ns",
+    "+" + "9" * 40 + "h",
+    "9" * 5000 + "s",
+    "1h" + "9" * 30 + "m",
+]
+
+
+@pytest.mark.parametrize("value", HUGE)
+@pytest.mark.parametrize(
+    "name", [ann.MIN_RUNTIME, ann.ACS_ENSURE_RUNNING, ann.KARPENTER_DO_NOT_DISRUPT]
+)
+def test_a_min_runtime_of_any_size_is_clamped_not_ignored(name: str, value: str) -> None:
+    """Too large for a Go duration is still over the cap: the pod gets the cap, with a warning
+    (it got no protection at all when the value overflowed)."""
+    p = read({name: value})
+    assert p.protected_until == START + 24 * H
+    (warning,) = p.warnings
+    assert (warning.annotation, warning.value) == (name, value)
+    assert warning.problem == "exceeds maxMinRuntime 24h0m0s; clamped to 24h0m0s"
+
+
+@pytest.mark.parametrize("value", HUGE)
+def test_a_notice_of_any_size_is_clamped_not_ignored(value: str) -> None:
+    p = read({ann.NOTICE: value}, Limits(max_protection=6 * H))
+    assert p.notice_lead == 6 * H
+    (warning,) = p.warnings
+    assert warning.problem == "exceeds maxProtection 6h0m0s; clamped to 6h0m0s"
+
+
+@pytest.mark.parametrize(
+    ("value", "needle"),
+    [
+        ("-9999999999999h", "a negative duration; ignored"),
+        ("9999999999999 hours", "expected a duration"),
+        ("9999999999999", "missing or unknown unit"),
+        ("9999999999999h!", "expected a number"),
+    ],
+)
+def test_only_an_unusable_value_is_ignored(value: str, needle: str) -> None:
+    p = read({ann.MIN_RUNTIME: value})
+    assert p.protected_until is None
+    (warning,) = p.warnings
+    assert needle in warning.problem and warning.problem.endswith("ignored")
+
+
+NS = {"ns": 1, "us": 10**3, "ms": 10**6, "s": 10**9, "m": 60 * 10**9, "h": 3600 * 10**9}
+
+
+@given(
+    st.integers(min_value=1, max_value=10**60),
+    st.sampled_from(sorted(NS)),
+    st.sampled_from([ann.MIN_RUNTIME, ann.ACS_ENSURE_RUNNING, ann.KARPENTER_DO_NOT_DISRUPT]),
+    st.timedeltas(dt.timedelta(minutes=1), dt.timedelta(days=3)),
+)
+def test_any_positive_duration_protects_for_itself_or_the_cap(
+    number: int, unit: str, name: str, cap: dt.timedelta
+) -> None:
+    """Whatever its size, a well-formed positive duration protects: for itself up to the cap,
+    then for the cap with a warning. Never ignored."""
+    p = read({name: f"{number}{unit}"}, Limits(max_min_runtime=cap))
+    asked_ns = number * NS[unit]
+    cap_ns = cap // dt.timedelta(microseconds=1) * 1000
+    if asked_ns > cap_ns:
+        assert p.protected_until == START + cap
+        (warning,) = p.warnings
+        assert "clamped to" in warning.problem
+    else:
+        assert p.protected_until == START + dt.timedelta(microseconds=asked_ns // 1000)
+        assert p.warnings == ()
+
+
 def test_clamping_follows_the_policy_cap() -> None:
     p = read({ann.MIN_RUNTIME: "3h"}, Limits(max_min_runtime=2 * H))
     assert p.protected_until == START + 2 * H

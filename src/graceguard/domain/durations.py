@@ -5,6 +5,10 @@ each with a unit (``ns``, ``us``, ``µs``, ``ms``, ``s``, ``m``, ``h``). ``0`` a
 Formatting follows Go's ``Duration.String`` (``10m0s``, ``1h30m0s``, ``1.5s``), because the notice
 messages users already know from Kubernetes print durations that way. No library parses this form,
 so it is written here.
+
+A duration too large for Go's int64 nanoseconds (about 292 years) is not a Go duration; it raises
+``DurationTooLarge`` (a ``DurationError``) only once the whole text has been read as well formed,
+so a caller that clamps to a cap (annotations) can tell "too large" from "not a duration".
 """
 
 from __future__ import annotations
@@ -32,6 +36,14 @@ class DurationError(ValueError):
     """A text that is not a Go duration; the message says why."""
 
 
+class DurationTooLarge(DurationError):  # noqa: N818 - a kind of DurationError, named as such
+    """A well-formed duration beyond Go's range (``negative`` tells which end)."""
+
+    def __init__(self, message: str, *, negative: bool) -> None:
+        super().__init__(message)
+        self.negative = negative
+
+
 def parse_duration(text: str) -> dt.timedelta:
     """Parse a Go duration such as ``1h30m``; raise ``DurationError`` naming the problem."""
     s = text.strip()
@@ -44,32 +56,50 @@ def parse_duration(text: str) -> dt.timedelta:
     if s == "0":
         return dt.timedelta(0)
     if not s:
-        raise DurationError(f"invalid duration {text!r}")
+        raise DurationError(f"invalid duration {_quoted(text)}")
     pos = 0
     total_ns = 0
+    too_large = False
     while pos < len(s):
         m = _PART.match(s, pos)
         if m is None:
             if s[pos] in "0123456789.":
                 raise DurationError(
-                    f"invalid duration {text!r}: missing or unknown unit "
+                    f"invalid duration {_quoted(text)}: missing or unknown unit "
                     "(use ns, us, ms, s, m or h, e.g. 90s, 45m, 1h30m)"
                 )
-            raise DurationError(f"invalid duration {text!r}: expected a number at {s[pos:]!r}")
+            raise DurationError(
+                f"invalid duration {_quoted(text)}: expected a number at {_quoted(s[pos:])}"
+            )
+        pos = m.end()
+        if too_large:
+            continue  # read on: the rest must be well formed, too
         number, unit = m.group(1), m.group(2)
         whole, _, frac = number.partition(".")
         whole, frac = whole.lstrip("0"), frac[:_FRACTION_DIGITS]
         if len(whole) > _MAX_DIGITS:
-            raise DurationError(f"invalid duration {text!r}: too large")
+            too_large = True
+            continue
         scale = _UNIT_NS[unit]
         part = int(whole or "0") * scale
         if frac:
             part += int(frac) * scale // (10 ** len(frac))
         total_ns += part
-        if total_ns > _MAX_NS:
-            raise DurationError(f"invalid duration {text!r}: too large")
-        pos = m.end()
+        too_large = total_ns > _MAX_NS
+    if too_large:
+        raise DurationTooLarge(f"invalid duration {_quoted(text)}: too large", negative=sign < 0)
     return dt.timedelta(microseconds=sign * total_ns // 1000)
+
+
+_QUOTED_MAX = 64
+
+
+def _quoted(text: str) -> str:
+    """``text`` quoted for a message; a long one cut, saying how long it was (an annotation value
+    may be as long as 256 KiB, and every message carrying it ends up in an event)."""
+    if len(text) <= _QUOTED_MAX:
+        return repr(text)
+    return f"{text[:_QUOTED_MAX]!r}... ({len(text)} characters)"
 
 
 def format_duration(value: dt.timedelta) -> str:

@@ -2,7 +2,9 @@
 
 Reads graceguard's own annotations and the equivalents other tools define (DESIGN.md, "Pod
 protection"). Every value that cannot be used produces a ``AnnotationWarning`` instead of an
-exception; a value above its cap is clamped, with a warning.
+exception. A duration above its cap is clamped to the cap, with a warning, whatever its size (also
+beyond what a Go duration can hold); only a value that is not a duration at all, or a negative one,
+is ignored, with a warning.
 
 Reading is split in two so that a cluster of 300,000 pods is cheap to scan: ``read_protection_spec``
 turns the relevant annotations into a ``ProtectionSpec`` (pure function of the annotation values,
@@ -243,6 +245,12 @@ def _duration(
 ) -> dt.timedelta | None:
     try:
         value = durations.parse_duration(raw)
+    except durations.DurationTooLarge as err:
+        # Well formed, only beyond what a Go duration holds (about 292 years): over any cap, so
+        # clamped as "99999h" is, not ignored; a pod asking for too much gets the most it may.
+        if not err.negative:
+            return _clamped(name, raw, cap=cap, cap_name=cap_name, warnings=warnings)
+        value = dt.timedelta(-1)
     except durations.DurationError as err:
         warnings.append(
             AnnotationWarning(
@@ -254,13 +262,20 @@ def _duration(
         warnings.append(AnnotationWarning(name, raw, "a negative duration; ignored"))
         return None
     if value > cap:
-        warnings.append(
-            AnnotationWarning(
-                name,
-                raw,
-                f"exceeds {cap_name} {durations.format_duration(cap)}; clamped to "
-                f"{durations.format_duration(cap)}",
-            )
-        )
-        return cap
+        return _clamped(name, raw, cap=cap, cap_name=cap_name, warnings=warnings)
     return value
+
+
+def _clamped(
+    name: str,
+    raw: str,
+    *,
+    cap: dt.timedelta,
+    cap_name: str,
+    warnings: list[AnnotationWarning],
+) -> dt.timedelta:
+    cap_text = durations.format_duration(cap)
+    warnings.append(
+        AnnotationWarning(name, raw, f"exceeds {cap_name} {cap_text}; clamped to {cap_text}")
+    )
+    return cap
