@@ -1,12 +1,25 @@
-"""HTTP endpoints for Kubernetes and Prometheus: ``/healthz``, ``/readyz`` and ``/metrics``."""
+"""HTTP endpoints for Kubernetes and Prometheus: ``/healthz``, ``/readyz`` and ``/metrics``.
+
+Plain HTTP on aiohttp; what each endpoint answers comes from the caller (callables and a
+Prometheus registry), so this module knows nothing of the controller or the webhook.
+"""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import dataclasses
+from collections.abc import Callable, Sequence
 
 import prometheus_client as prom
 from aiohttp import web
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Endpoint:
+    """An application served on one port."""
+
+    app: web.Application
+    port: int
 
 
 def metrics_app(registry: prom.CollectorRegistry) -> web.Application:
@@ -41,9 +54,13 @@ async def serve(app: web.Application, *, host: str, port: int) -> web.AppRunner:
     return runner
 
 
-async def serve_forever(apps: list[tuple[web.Application, int]], *, host: str) -> None:
-    runners = [await serve(app, host=host, port=port) for app, port in apps]
+async def serve_forever(endpoints: Sequence[Endpoint], *, host: str) -> None:
+    """Serve every endpoint until cancelled, then stop them all (also those started before one
+    failed to bind)."""
+    runners: list[web.AppRunner] = []
     try:
+        for endpoint in endpoints:
+            runners.append(await serve(endpoint.app, host=host, port=endpoint.port))
         await asyncio.Event().wait()
     finally:
         for r in runners:

@@ -1,6 +1,7 @@
-"""``graceguard webhook``: the composition root of the eviction admission webhook — informers and
-facts (``LiveAdmissionState``), the service, the HTTPS server, events, the ledger, probes and
-metrics."""
+"""``graceguard webhook``: its command line (options, environment variables, help), checked (the
+report period, the TLS files, ``--self-signed`` made here), then ``processes.webhook.run``, the
+composition root. No wiring and no client library here; bad input ends with one line and exit 2
+before anything connects."""
 
 from __future__ import annotations
 
@@ -9,20 +10,18 @@ import datetime as dt
 import logging
 import os
 import pathlib
-import socket
 from typing import Annotated
 
 import typer
 
 from graceguard.adapters import ledger as ledger_store
-from graceguard.adapters import probes, webhook_server
-from graceguard.adapters.kube import admission_state, writer
+from graceguard.adapters import webhook_server
 from graceguard.adapters.kube import client as kube_client
 from graceguard.cli import files
 from graceguard.domain import durations
-from graceguard.domain import ledger as ledger_values
-from graceguard.webhook import metrics
-from graceguard.webhook.service import AdmissionService, FailurePolicy
+from graceguard.processes import supervisor
+from graceguard.processes import webhook as webhook_process
+from graceguard.webhook.service import FailurePolicy
 
 log = logging.getLogger("graceguard")
 
@@ -113,11 +112,7 @@ def webhook(
     A protected pod, a pod outside a maintenance window that applies to the evictor, or a pod
     whose workload is at its floor is refused with 429 and a message saying when to retry.
     """
-    logging.basicConfig(
-        level=logging.DEBUG if verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
-    logging.getLogger("httpx2").setLevel(logging.WARNING)
+    supervisor.setup_logging(verbose=verbose)
     try:
         every = durations.parse_duration(report_every)
     except durations.DurationError as err:
@@ -142,7 +137,7 @@ def webhook(
     url = None if (ledger_url or "").lower() == "none" else (ledger_url or ledger_store.DEFAULT_URL)
     try:
         asyncio.run(
-            _run(
+            webhook_process.run(
                 kubeconfig=kubeconfig,
                 host=host,
                 port=port,
@@ -153,108 +148,13 @@ def webhook(
                 report_every=every,
                 facts_interval=facts_interval,
                 max_body=max_body,
-                identity=identity or f"{socket.gethostname()}-{os.getpid()}",
+                identity=identity or supervisor.default_identity(),
                 metrics_port=metrics_port,
                 health_port=health_port,
                 probe_host=probe_host,
             )
         )
+    except kube_client.KubeError as err:
+        raise files.fail(str(err)) from None
     except KeyboardInterrupt:
         return
-
-
-class _Denials:
-    """The ledger for refusals, opened on first use and again after a failure: a webhook whose
-    ledger is unreachable still answers (its refusals are then only events)."""
-
-    RETRY = 60.0
-
-    def __init__(self, url: str) -> None:
-        self._url = url
-        self._ledger: ledger_store.Ledger | None = None
-        self._next_try = 0.0
-        self._lock = asyncio.Lock()
-
-    async def record_denial(self, rec: ledger_values.DenialRecord) -> bool:
-        async with self._lock:
-            if self._ledger is None:
-                now = asyncio.get_running_loop().time()
-                if now < self._next_try:
-                    return True
-                try:
-                    self._ledger = await ledger_store.Ledger.open(self._url)
-                except ledger_store.LedgerError as err:
-                    self._next_try = now + self.RETRY
-                    log.warning("ledger unavailable, refusals are not recorded: %s", err)
-                    return True
-        return await self._ledger.record_denial(rec)
-
-    async def close(self) -> None:
-        if self._ledger is not None:
-            await self._ledger.close()
-
-
-async def _run(
-    *,
-    kubeconfig: pathlib.Path | None,
-    host: str,
-    port: int,
-    tls: webhook_server.ReloadingTLS,
-    trusted: frozenset[str],
-    failure_policy: FailurePolicy,
-    ledger_url: str | None,
-    report_every: dt.timedelta,
-    facts_interval: float,
-    max_body: int,
-    identity: str,
-    metrics_port: int,
-    health_port: int,
-    probe_host: str,
-) -> None:
-    client = kube_client.async_client(kubeconfig)
-    state = admission_state.LiveAdmissionState(
-        client, interval=facts_interval, after_build=webhook_server.HeapFreezer()
-    )
-    denials = _Denials(ledger_url) if ledger_url else None
-    service = AdmissionService(
-        state=state,
-        events=writer.LightkubeWriter(client, instance=identity, component="graceguard.io/webhook"),
-        denials=denials,
-        trusted=trusted,
-        failure_policy=failure_policy,
-        clock=lambda: dt.datetime.now(dt.UTC),
-        report_every=report_every,
-    )
-    runner = await webhook_server.serve(
-        webhook_server.app(service, max_body=max_body), host=host, port=port, tls=tls.context
-    )
-    apps = [
-        (probes.metrics_app(metrics.REGISTRY), metrics_port),
-        (probes.probes_app(alive=lambda: True, ready=lambda: state.synced), health_port),
-    ]
-    log.info(
-        "graceguard webhook %s on https://%s:%d%s, trusting %s, failurePolicy %s",
-        identity,
-        host,
-        port,
-        webhook_server.PATH,
-        ", ".join(sorted(trusted)),
-        failure_policy,
-    )
-    tasks = [
-        asyncio.create_task(state.run(), name="cache"),
-        asyncio.create_task(tls.watch(), name="tls"),
-        asyncio.create_task(probes.serve_forever(apps, host=probe_host), name="http"),
-    ]
-    try:
-        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
-        for task in done:
-            task.result()
-    finally:
-        for task in tasks:
-            task.cancel()
-        await runner.cleanup()
-        await service.settle()
-        if denials is not None:
-            await denials.close()
-        await client.close()

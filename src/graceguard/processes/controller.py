@@ -1,0 +1,99 @@
+"""The controller's composition root: real adapters wired into the service layer.
+
+Informers (``ClusterView``) feed the reconcile loop, which acts only while this replica holds the
+Lease; the executor writes through ``LightkubeWriter``; the recorder and the termination observer
+write to the ledger; probes and metrics are served over HTTP. ``supervisor.supervise`` runs it
+all and shuts it down in order (Lease released, then the client and the ledger closed).
+
+Wiring only: no decisions here, and no client library (those are behind ``graceguard.adapters``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import pathlib
+
+from graceguard.adapters import ledger as ledger_store
+from graceguard.adapters import probes
+from graceguard.adapters.kube import client as kube_client
+from graceguard.adapters.kube import lease, policy_status, view, writer
+from graceguard.adapters.kube import logs as kube_logs
+from graceguard.controller import executor, loop, metrics, recording
+from graceguard.domain import policy, protection
+from graceguard.processes import supervisor
+
+
+def _clock() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+async def run(
+    *,
+    kubeconfig: pathlib.Path | None,
+    ledger_url: str,
+    log_lines: int,
+    lease_namespace: str,
+    lease_name: str,
+    identity: str,
+    metrics_port: int,
+    health_port: int,
+    probe_host: str,
+) -> None:
+    """Run the controller until a task fails (or it is cancelled). ``LedgerError`` when the
+    ledger cannot be opened, ``KubeError`` when the kubeconfig cannot be loaded."""
+    ledger = await ledger_store.Ledger.open(ledger_url)
+    try:
+        client = kube_client.connect(kubeconfig)
+    except kube_client.KubeError:
+        await ledger.close()
+        raise
+    cluster_writer = writer.LightkubeWriter(client, instance=identity)
+    log_source = kube_logs.KubeLogSource(client)
+    limits: list[protection.Limits] = [policy.DEFAULT.limits]
+    observer = recording.TerminationObserver(
+        ledger_port=ledger, cluster=cluster_writer, limits=lambda: limits[0], clock=_clock
+    )
+    cluster_view = view.ClusterView(
+        client, on_pod_event=observer.on_pod, on_event=observer.on_event
+    )
+    elector = lease.LeaseElector(
+        client, namespace=lease_namespace, name=lease_name, identity=identity
+    )
+    recorder = recording.Recorder(
+        ledger_port=ledger,
+        log_source=log_source,
+        containers=log_source.containers,
+        lines=log_lines,
+        clock=_clock,
+    )
+    runner = loop.Controller(
+        view=cluster_view,
+        leadership=elector,
+        executor=executor.Executor(cluster=cluster_writer, recorder=recorder),
+        clock=_clock,
+        policy_reporter=policy_status.PolicyStatusWriter(client),
+        on_policy=lambda pol: limits.__setitem__(0, pol.limits),
+    )
+    stale_after = loop.RESYNC.total_seconds() * 3
+
+    def alive() -> bool:
+        last = runner.health.last_round
+        return last is None or asyncio.get_running_loop().time() - last < stale_after
+
+    supervisor.log.info("graceguard controller %s starting", identity)
+    await supervisor.supervise(
+        tasks={
+            **{i.name: i.run for i in cluster_view.informers},
+            "lease": elector.run,
+            "reconcile": runner.run,
+        },
+        endpoints=[
+            probes.Endpoint(probes.metrics_app(metrics.REGISTRY), metrics_port),
+            probes.Endpoint(
+                probes.probes_app(alive=alive, ready=lambda: runner.health.synced), health_port
+            ),
+        ],
+        host=probe_host,
+        cleanups=[elector.release, client.close, ledger.close],
+    )

@@ -1,0 +1,94 @@
+"""The eviction webhook's composition root: real adapters wired into ``AdmissionService``.
+
+Informers and facts (``LiveAdmissionState``), events through ``LightkubeWriter``, refusals to the
+ledger (``LazyLedger``, opened on first use), the HTTPS server with a certificate reloaded when
+its files change, probes and metrics. ``supervisor.supervise`` runs it all and shuts it down in
+order: the HTTPS server stops taking reviews, the reports already started finish, then the
+ledger and the client close.
+
+Wiring only: no decisions here, and no client library (those are behind ``graceguard.adapters``).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import pathlib
+
+from graceguard.adapters import ledger as ledger_store
+from graceguard.adapters import probes, webhook_server
+from graceguard.adapters.kube import admission_state, writer
+from graceguard.adapters.kube import client as kube_client
+from graceguard.processes import supervisor
+from graceguard.webhook import metrics
+from graceguard.webhook.service import AdmissionService, FailurePolicy
+
+COMPONENT = "graceguard.io/webhook"
+"""The reporting component of the webhook's events."""
+
+
+async def run(
+    *,
+    kubeconfig: pathlib.Path | None,
+    host: str,
+    port: int,
+    tls: webhook_server.ReloadingTLS,
+    trusted: frozenset[str],
+    failure_policy: FailurePolicy,
+    ledger_url: str | None,
+    report_every: dt.timedelta,
+    facts_interval: float,
+    max_body: int,
+    identity: str,
+    metrics_port: int,
+    health_port: int,
+    probe_host: str,
+) -> None:
+    """Serve reviews until a task fails (or it is cancelled). ``ledger_url=None`` records no
+    refusals; ``KubeError`` when the kubeconfig cannot be loaded."""
+    client = kube_client.connect(kubeconfig)
+    state = admission_state.LiveAdmissionState(
+        client, interval=facts_interval, after_build=webhook_server.HeapFreezer()
+    )
+    denials = ledger_store.LazyLedger(url=ledger_url) if ledger_url else None
+    service = AdmissionService(
+        state=state,
+        events=writer.LightkubeWriter(client, instance=identity, component=COMPONENT),
+        denials=denials,
+        trusted=trusted,
+        failure_policy=failure_policy,
+        clock=lambda: dt.datetime.now(dt.UTC),
+        report_every=report_every,
+    )
+
+    try:  # listening before the probes say ready
+        https = await webhook_server.serve(
+            webhook_server.app(service, max_body=max_body), host=host, port=port, tls=tls.context
+        )
+    except BaseException:
+        await client.close()
+        raise
+    supervisor.log.info(
+        "graceguard webhook %s on https://%s:%d%s, trusting %s, failurePolicy %s",
+        identity,
+        host,
+        port,
+        webhook_server.PATH,
+        ", ".join(sorted(trusted)),
+        failure_policy,
+    )
+    await supervisor.supervise(
+        tasks={"cache": state.run, "tls": tls.watch},
+        endpoints=[
+            probes.Endpoint(probes.metrics_app(metrics.REGISTRY), metrics_port),
+            probes.Endpoint(
+                probes.probes_app(alive=lambda: True, ready=lambda: state.synced), health_port
+            ),
+        ],
+        host=probe_host,
+        cleanups=[
+            https.cleanup,
+            service.settle,
+            *([denials.close] if denials is not None else []),
+            client.close,
+        ],
+    )
