@@ -2,7 +2,8 @@
 then carries out the engine's plan (notices, order, budgets, windows, deadlines).
 
 The request is stored on the node (``graceguard.io/disruption*`` annotations), so it survives
-controller restarts; ``--wait`` follows it until the controller marks the node drained.
+controller restarts; ``--wait`` follows it until the controller marks the node drained. The
+cluster is reached through ``adapters.kube.drains`` only; this module prints.
 """
 
 from __future__ import annotations
@@ -11,22 +12,20 @@ import asyncio
 import datetime as dt
 import json
 import pathlib
-from typing import Annotated, Any
+from typing import Annotated
 
-import lightkube
 import rich.console
 import rich.live
 import rich.table
 import typer
-from lightkube.resources.core_v1 import Node, Pod
-from lightkube.types import PatchType
 
-from graceguard.cli import files, live, plan
-from graceguard.domain import annotations as ann
+from graceguard.adapters.kube import client as kube_client
+from graceguard.adapters.kube import drains
+from graceguard.cli import files, plan
 from graceguard.domain import disruption, durations, times
-from graceguard.manifests import requests
 
 POLL_SECONDS = 2.0
+SECOND = dt.timedelta(seconds=1)
 
 
 def drain(
@@ -75,7 +74,7 @@ def drain(
         typer.echo(message)
         if wait:
             asyncio.run(_follow(node=node, kubeconfig=kubeconfig))
-    except files.InputError as err:
+    except (files.InputError, kube_client.KubeError) as err:
         raise files.fail(str(err)) from None
 
 
@@ -102,16 +101,9 @@ async def _open(
     now: dt.datetime,
     kubeconfig: pathlib.Path | None,
 ) -> str:
-    client = live.connect(kubeconfig)
-    try:
-        current = await client.get(Node, node)
-        existing = (current.metadata.annotations or {}) if current.metadata else {}
-        if existing.get(ann.DISRUPTION) and ann.DISRUPTION_DONE_AT not in existing:
-            return (
-                f"{node} is already being drained ({existing[ann.DISRUPTION]}, since "
-                f"{existing.get(ann.DISRUPTION_REQUESTED_AT, '?')})"
-            )
-        changes = requests.request_annotations(
+    async with drains.NodeDrains(kubeconfig=kubeconfig) as cluster:
+        request = await cluster.open(
+            node=node,
             source=source,
             requested_at=now,
             disruption_class=(
@@ -121,77 +113,42 @@ async def _open(
             ),
             deadline=deadline,
         )
-        await client.patch(
-            Node,
-            node,
-            {"spec": {"unschedulable": True}, "metadata": {"annotations": changes}},
-            patch_type=PatchType.MERGE,
-        )
-    except live.API_ERRORS as err:
-        raise live.api_problem(err) from None
-    finally:
-        await client.close()
+    if not request.opened:
+        since = times.format_time(request.requested_at) if request.requested_at else "?"
+        return f"{node} is already being drained ({request.source}, since {since})"
     return f"{node} cordoned; drain requested ({source}); the graceguard controller carries it out"
 
 
 async def _follow(*, node: str, kubeconfig: pathlib.Path | None) -> None:
-    client = live.connect(kubeconfig)
     console = rich.console.Console()
-    try:
+    async with drains.NodeDrains(kubeconfig=kubeconfig) as cluster:
         with rich.live.Live(console=console, refresh_per_second=2) as screen:
             while True:
-                done, table = await _progress(client, node)
-                screen.update(table)
-                if done:
+                progress = await cluster.progress(node=node)
+                screen.update(_table(progress, now=dt.datetime.now(dt.UTC)))
+                if progress.done:
                     break
                 await asyncio.sleep(POLL_SECONDS)
-    except live.API_ERRORS as err:
-        raise live.api_problem(err) from None
-    finally:
-        await client.close()
     console.print(f"{node} is drained.")
 
 
-async def _progress(client: lightkube.AsyncClient, node: str) -> tuple[bool, rich.table.Table]:
-    now = dt.datetime.now(dt.UTC)
-    current = await client.get(Node, node)
-    node_annotations = (current.metadata.annotations or {}) if current.metadata else {}
-    pods: list[Any] = [
-        p
-        async for p in client.list(Pod, namespace=lightkube.ALL_NS, fields={"spec.nodeName": node})
-    ]
-    table = rich.table.Table(title=f"draining {node}: {len(pods)} pods left")
+def _table(progress: drains.DrainProgress, *, now: dt.datetime) -> rich.table.Table:
+    never = dt.datetime.max.replace(tzinfo=dt.UTC)
+    table = rich.table.Table(title=f"draining {progress.node}: {len(progress.pods)} pods left")
     for column in ("pod", "state", "evicted at", "in"):
         table.add_column(column)
-    for pod in sorted(
-        pods, key=lambda p: _eviction_at(p) or dt.datetime.max.replace(tzinfo=dt.UTC)
-    ):
-        at = _eviction_at(pod)
-        meta = pod.metadata
-        state = "terminating" if meta.deletionTimestamp else "noticed" if at else "running"
+    for pod in sorted(progress.pods, key=lambda p: p.eviction_at or never):
+        at = pod.eviction_at
+        state = "terminating" if pod.terminating else "noticed" if at else "running"
         table.add_row(
-            f"{meta.namespace}/{meta.name}",
+            pod.key,
             state,
             times.format_time(at) if at else "",
-            durations.format_duration(
-                max(dt.timedelta(0), at - now) // dt.timedelta(seconds=1) * dt.timedelta(seconds=1)
-            )
-            if at and not meta.deletionTimestamp
-            else "",
+            _countdown(at - now) if at and not pod.terminating else "",
         )
-    return ann.DISRUPTION_DONE_AT in node_annotations, table
+    return table
 
 
 def _countdown(left: dt.timedelta) -> str:
-    whole_seconds = max(0, int(left.total_seconds()))
-    return durations.format_duration(dt.timedelta(seconds=whole_seconds))
-
-
-def _eviction_at(pod: Any) -> dt.datetime | None:
-    raw = (pod.metadata.annotations or {}).get(ann.EVICTION_AT)
-    if raw is None:
-        return None
-    try:
-        return times.parse_time(raw)
-    except times.TimeError:
-        return None
+    """Whole seconds left, never negative."""
+    return durations.format_duration(max(dt.timedelta(0), left) // SECOND * SECOND)

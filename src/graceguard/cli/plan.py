@@ -1,5 +1,6 @@
 """``graceguard plan NODE``: what would happen to each pod of a node, and when, if it were
-drained now (or under its open disruption). Reads the cluster; writes nothing."""
+drained now (or under its open disruption). Reads the cluster once through
+``adapters.kube.drains``; writes nothing. The plan is the engine's (``reconciler.plan_node``)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,9 @@ import rich.console
 import rich.table
 import typer
 
-from graceguard.cli import files, live
+from graceguard.adapters.kube import client as kube_client
+from graceguard.adapters.kube import drains
+from graceguard.cli import files
 from graceguard.domain import disruption, times
 from graceguard.engine import index, projection, reconciler
 
@@ -38,7 +41,7 @@ def plan(
         raise files.fail(f"--output: expected table or json, got {output!r}")
     try:
         rows, request = asyncio.run(plan_node(node=node, source=source, kubeconfig=kubeconfig))
-    except files.InputError as err:
+    except (files.InputError, kube_client.KubeError) as err:
         raise files.fail(str(err)) from None
     if output == "json":
         typer.echo(json.dumps({"node": node, "request": request, "pods": rows}, indent=2))
@@ -49,12 +52,8 @@ def plan(
 async def plan_node(
     *, node: str, source: str, kubeconfig: pathlib.Path | None
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    client = live.connect(kubeconfig)
-    try:
-        cluster_view = await live.load_view(client)
-    finally:
-        await client.close()
-    if node not in cluster_view.nodes.store:
+    cluster_view = await drains.load_cluster(kubeconfig=kubeconfig)
+    if not drains.has_node(cluster_view, node):
         raise files.InputError(f"no node named {node!r}")
     now = dt.datetime.now(dt.UTC).replace(microsecond=0)
     open_requests = [r for r in cluster_view.requests() if r.node == node]

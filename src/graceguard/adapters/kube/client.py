@@ -54,5 +54,8 @@ def api_errors() -> Iterator[None]:
         yield
     except ApiError as err:
         raise KubeError(f"the API refused: {err.status.message}") from None
+    except httpx2.HTTPStatusError as err:  # a paged list sent through the generic client
+        answer = err.response
+        raise KubeError(f"the API refused: {answer.status_code} {answer.reason_phrase}") from None
     except (httpx2.HTTPError, OSError) as err:
         raise KubeError(f"cannot reach the API server: {err}") from None
