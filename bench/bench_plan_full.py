@@ -17,10 +17,10 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
+import snapshot_doc
 import synthetic
 from graceguard.domain import disruption, policy
 from graceguard.engine import index, reconciler
-from graceguard.manifests import snapshot
 
 T = TypeVar("T")
 NODES, PODS_PER_NODE, DISRUPTED = 10_000, 30, 100
@@ -43,7 +43,7 @@ def main() -> None:
     text = json.dumps(doc)
     del doc
     parse_seconds, parsed = best_of(3, lambda: json.loads(text))
-    convert_seconds, snap = best_of(3, lambda: snapshot.snapshot_from_document(parsed))
+    convert_seconds, snap = best_of(3, lambda: snapshot_doc.snapshot_from_document(parsed))
     requests = [
         disruption.DisruptionRequest(
             id=f"r{i}",

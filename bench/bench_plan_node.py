@@ -12,17 +12,17 @@ import statistics
 import sys
 import time
 
+import snapshot_doc
 import synthetic
 from graceguard.domain import disruption, policy
 from graceguard.engine import index, projection, reconciler
-from graceguard.manifests import snapshot
 
 NODES, PODS_PER_NODE, SAMPLES = 10_000, 30, 500
 NOW = dt.datetime(2026, 11, 21, 2, 0, tzinfo=dt.UTC)
 
 
 def main() -> None:
-    snap = snapshot.snapshot_from_document(
+    snap = snapshot_doc.snapshot_from_document(
         synthetic.document(nodes=NODES, pods_per_node=PODS_PER_NODE)
     )
     pol = policy.DEFAULT

@@ -52,10 +52,10 @@ from typing import Any
 import lightkube
 from aiohttp import web
 
+import snapshot_doc
 import synthetic
 from graceguard.adapters import selfsigned, webhook_server
 from graceguard.adapters.kube import admission_state, view
-from graceguard.manifests import snapshot
 from graceguard.webhook.service import AdmissionService, FailurePolicy
 
 RATE = 500
@@ -76,14 +76,14 @@ NOW = dt.datetime(2026, 11, 21, 1, 0, tzinfo=dt.UTC)  # an hour after the synthe
 
 def _cluster_pods() -> list[Any]:
     return list(
-        snapshot.snapshot_from_document(
+        snapshot_doc.snapshot_from_document(
             synthetic.document(nodes=NODES, pods_per_node=PODS_PER_NODE)
         ).pods
     )
 
 
 async def _serve_webhook(port: int, cert: pathlib.Path, key: pathlib.Path) -> None:
-    snap = snapshot.snapshot_from_document(
+    snap = snapshot_doc.snapshot_from_document(
         synthetic.document(nodes=NODES, pods_per_node=PODS_PER_NODE)
     )
     # The production state over stores filled as its informers would fill them (no apiserver).

@@ -1,5 +1,5 @@
 """A synthetic cluster snapshot for the planning benchmarks, as the JSON document
-``graceguard.manifests.snapshot`` reads: nodes, pods, PDBs and scalable workloads.
+``snapshot_doc`` (next to this file) reads: nodes, pods, PDBs and scalable workloads.
 
 Shape (deterministic, seeded): ``nodes`` nodes of ``pods_per_node`` pods; about 70 % of the pods
 are replicas of 10-replica Deployments (every third one covered by a PDB), the rest batch pods, a

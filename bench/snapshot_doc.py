@@ -1,6 +1,6 @@
-"""The snapshot document: a compact JSON form of what the engine plans from.
-
-It is what ``bench/`` measures and what a controller can dump for ``plan`` or a bug report::
+"""The benchmarks' snapshot document: a compact JSON form of what the engine plans from, read into
+the engine's ``cluster.Snapshot`` (``synthetic.py`` writes it; the planning and webhook benchmarks
+read it). Part of ``bench/``, not of graceguard: nothing in ``src/`` reads this format::
 
     {"nodes":     [{"name", "labels"?, "unschedulable"?, "ready"?}],
      "pods":      [{"namespace", "name", "node", "start"?, "grace"?, "priority"?, "annotations"?,
