@@ -33,7 +33,8 @@ typecheck: $(STAMP)
 imports: $(STAMP)
 	$(VENV)/bin/lint-imports
 
-unit: $(STAMP)
+## unit: unit + property tests; the chart tests read what chart-check renders (out/chart*.yaml)
+unit: $(STAMP) chart-check
 	$(PY) -m pytest tests/unit -q
 
 scenarios: $(STAMP)
