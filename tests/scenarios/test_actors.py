@@ -100,22 +100,58 @@ def test_ca_unneeded_clock_starts_over_while_blocked() -> None:
     assert pod(world, "svc").sigterm_at == START + 40 * MIN
 
 
-def test_ca_with_graceguard_honours_the_projection_and_drains_with_own_grace() -> None:
+def test_ca_with_graceguard_honours_the_projection_then_evicts_without_notice() -> None:
+    """What the product does today: the projected safe-to-evict keeps the autoscaler away while
+    the pod is protected; once protection ends the autoscaler's own eviction is admitted by the
+    webhook, with the autoscaler's capped grace and no notice (taking such drains over is issue 8).
+    """
     doc = two_nodes(
         [
-            {"name": "job", "node": "n1", "work": "1h", "grace": 30, "owner": "Job/j",
+            {"name": "job", "node": "n1", "work": "1h", "grace": 900, "owner": "Job/j",
              "annotations": {"graceguard.io/min-runtime": "30m"}},
         ],
         ca([{"at": "0s", "node": "n1"}]),
     )  # fmt: skip
     world = run(doc, Mode.WITH)
     job = pod(world, "job")
-    # blocked by the projected annotation until 00:30, unneeded 10 minutes more: request at
-    # 00:40, evicted after the 10-minute notice at 00:50 with its own grace: killed at 00:50:30
+    # blocked by the projected annotation until 00:30, unneeded 10 minutes more: scale-down at
+    # 00:40, evicted at once with its grace capped at 600 s: killed at 00:50
     request = next(m for m in world.marks if m.kind is MarkKind.REQUEST)
     assert request.at == START + 40 * MIN
-    assert job.sigterm_at == START + 50 * MIN
-    assert job.end_kind is End.KILLED  # its protection ended before its work did
+    assert job.sigterm_at == START + 40 * MIN
+    assert job.grace_end == START + 50 * MIN
+    assert job.first_notice is None
+    assert job.end_kind is End.KILLED
+
+
+def test_ca_with_graceguard_is_refused_by_the_webhook_and_leaves_the_node() -> None:
+    """A pod protected by graceguard's own annotation on a node the autoscaler picks anyway (a
+    projection not yet seen): the real webhook service refuses each eviction; after
+    ``MaxPodEvictionTime`` the scale-down fails, the taint goes and the node stays."""
+    doc = two_nodes(
+        [
+            {"name": "job", "node": "n1", "work": "1h", "grace": 900, "owner": "Job/j",
+             "annotations": {"graceguard.io/protect": "true",
+                             "cluster-autoscaler.kubernetes.io/safe-to-evict": "true"}},
+        ],
+        ca([{"at": "0s", "node": "n1"}]),
+    )  # fmt: skip
+    result = runner.run_mode(read_scenario(doc), Mode.WITH)
+    world = result.world
+    job = pod(world, "job")
+    assert job.end_kind is End.COMPLETED and job.sigterm_at is None
+    blocked = [m for m in world.marks if m.kind is MarkKind.BLOCKED]
+    assert blocked and "protected by graceguard.io/protect=true" in blocked[0].text
+    failed = [m.at for m in world.marks if "scale-down failed" in m.text]
+    # unneeded 10 minutes, 2 minutes of refused evictions, again: 00:12, 00:24, 00:36, 00:48
+    assert failed == [START + k * 12 * MIN for k in (1, 2, 3, 4)]
+    # the fifth attempt, at 00:58, is still evicting when the job finishes at 01:00
+    assert world.nodes["n1"].end == START + 60 * MIN
+    assert result.ledger is not None
+    denials = sorted(result.ledger.denials.values(), key=lambda d: d.at)
+    # one record per attempt: its retries fall in one 10-minute reporting period
+    assert [d.at for d in denials] == [START + (12 * k - 2) * MIN for k in (1, 2, 3, 4, 5)]
+    assert {(d.source, d.rule) for d in denials} == {("cluster-autoscaler", "protection")}
 
 
 # ---- Auto Scaling group and its lifecycle hook -------------------------------------------------

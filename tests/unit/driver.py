@@ -12,6 +12,7 @@ deliberately not the simulator in ``src/graceguard/sim``: these tests check the 
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import datetime as dt
 import os
@@ -19,12 +20,14 @@ from collections.abc import Mapping, Sequence
 
 from hypothesis import strategies as st
 
+from graceguard.controller import executor
 from graceguard.domain import annotations as ann
 from graceguard.domain import budgets, cluster, disruption, intorpercent, phases, policy
 from graceguard.domain import windows as win
 from graceguard.engine import actions as act
 from graceguard.engine import reconciler
-from graceguard.sim import effects
+
+from .snapshot_cluster import SnapshotCluster
 
 ENGINE_EXAMPLES = int(os.environ.get("GRACEGUARD_ENGINE_EXAMPLES", "150"))
 STEP_LIMIT = 800
@@ -227,14 +230,31 @@ def _ended_by(world: World, pod: cluster.Pod, now: dt.datetime) -> bool:
     return end is not None and end <= now
 
 
+def carry_out(
+    snapshot: cluster.Snapshot, actions: Sequence[act.Action], now: dt.datetime
+) -> cluster.Snapshot:
+    """``snapshot`` after a fresh real executor carried out ``actions`` at ``now``."""
+    fake = SnapshotCluster(snapshot, clock=lambda: now)
+    asyncio.run(executor.Executor(cluster=fake, holds=fake).run(actions, now=now))
+    return fake.snapshot
+
+
 def run(world: World) -> History:
     """Drive the engine until every request is closed, nothing is left to wait for, or the step
     limit; record each reconcile."""
+    with asyncio.Runner() as loop:
+        return _run(world, loop)
+
+
+def _run(world: World, loop: asyncio.Runner) -> History:
     history = History(world)
     snap = world.snapshot
     now = world.start
     pending = sorted(world.requests, key=lambda r: (r.requested_at, r.id))
     open_requests: list[disruption.DisruptionRequest] = []
+    clock = [now]
+    fake = SnapshotCluster(snap, clock=lambda: clock[0])
+    ex = executor.Executor(cluster=fake, holds=fake)
     for _ in range(STEP_LIMIT):
         while pending and pending[0].requested_at <= now:
             open_requests.append(pending.pop(0))
@@ -243,9 +263,14 @@ def run(world: World) -> History:
             if r.hold is not None and now > r.hold.last_heartbeat + r.hold.heartbeat_timeout:
                 history.lapsed.append((now, r.id))
         snap = with_statuses(_advance_world(world, snap, now, open_requests, history))
+        snap = dataclasses.replace(snap, window_evictions=dict(ex.window_evictions))
         requests = tuple(open_requests)
         result = reconciler.reconcile(snapshot=snap, requests=requests, pol=world.pol, now=now)
-        after = effects.apply(snap, result.actions, now)
+        clock[0] = now
+        fake.snapshot = snap
+        outcomes = loop.run(ex.run(result.actions, now=now))
+        assert all(o.ok for o in outcomes), [o for o in outcomes if not o.ok]
+        after = fake.snapshot
         for a in result.actions:
             if isinstance(a, act.ExtendHold):
                 open_requests[:] = [

@@ -1,8 +1,8 @@
 """The service layer against fake ports: the executor's API calls and events, and the loop's
 promise that a notice or an eviction is never sent twice.
 
-The fake cluster applies each write to an in-memory snapshot with ``sim.effects`` (the same model
-of Kubernetes' response the simulator uses), standing in for the informers' cache.
+The fake cluster (``snapshot_cluster``) applies each write to an in-memory snapshot, standing in
+for the informers' cache.
 """
 
 from __future__ import annotations
@@ -10,74 +10,22 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import datetime as dt
-from collections.abc import Mapping
 
-from graceguard.controller import executor, loop, ports
+from graceguard.controller import executor, loop
 from graceguard.domain import annotations as ann
-from graceguard.domain import cluster, disruption, notices, policy
-from graceguard.engine import actions as act
-from graceguard.sim import effects
+from graceguard.domain import cluster, disruption, policy
+
+from .snapshot_cluster import SnapshotCluster
 
 NOW = dt.datetime(2026, 11, 21, 2, 0, tzinfo=dt.UTC)
 
 
-class FakeCluster:
-    """A ``ClusterWriter`` that records calls and applies them to a snapshot."""
+class FakeCluster(SnapshotCluster):
+    """The ports over a snapshot, at the time ``now`` the test sets."""
 
     def __init__(self, snapshot: cluster.Snapshot) -> None:
-        self.snapshot = snapshot
-        self.events: list[tuple[str, str, str]] = []
-        self.evictions: list[tuple[str, int]] = []
-        self.deletions: list[str] = []
-        self.refuse_evictions = False
-        self.clock = NOW
-
-    def _apply(self, *actions: act.Action) -> None:
-        self.snapshot = effects.apply(self.snapshot, actions, self.clock)
-
-    async def post_event(
-        self, *, pod: act.PodRef, reason: str, message: str, warning: bool = False
-    ) -> None:
-        self.events.append((pod.key, reason, message))
-
-    async def set_notice(self, *, pod: act.PodRef, notice: notices.Notice) -> None:
-        self._apply(act.PostNotice(pod, notice, "r"))
-
-    async def clear_notice(self, *, pod: act.PodRef) -> None:
-        self._apply(act.WithdrawNotice(pod))
-
-    async def patch_pod_annotations(
-        self, *, pod: act.PodRef, changes: Mapping[str, str | None]
-    ) -> None:
-        pods = []
-        for p in self.snapshot.pods:
-            if p.key == pod.key:
-                merged = {**p.annotations, **{k: v for k, v in changes.items() if v is not None}}
-                for k, v in changes.items():
-                    if v is None:
-                        merged.pop(k, None)
-                p = dataclasses.replace(p, annotations=merged)  # noqa: PLW2901
-            pods.append(p)
-        self.snapshot = dataclasses.replace(self.snapshot, pods=tuple(pods))
-
-    async def evict(
-        self, *, pod: act.PodRef, grace_seconds: int
-    ) -> tuple[ports.EvictionResult, str]:
-        if self.refuse_evictions:
-            return ports.EvictionResult.REFUSED, "Cannot evict pod as it would violate the budget"
-        self.evictions.append((pod.key, grace_seconds))
-        self._apply(act.Evict(pod, grace_seconds, "test", "r"))
-        return ports.EvictionResult.EVICTED, ""
-
-    async def delete(self, *, pod: act.PodRef, grace_seconds: int) -> bool:
-        self.deletions.append(pod.key)
-        return True
-
-    async def cordon(self, *, node: str) -> None:
-        self._apply(act.Cordon(node, "r"))
-
-    async def patch_node_annotations(self, *, node: str, changes: Mapping[str, str | None]) -> None:
-        return None
+        super().__init__(snapshot, clock=lambda: self.now)
+        self.now = NOW
 
 
 class FakeView:
@@ -134,7 +82,7 @@ def _controller(fake: FakeCluster, requests: list[disruption.DisruptionRequest])
         view=FakeView(fake, requests),
         leadership=Leader(),
         executor=executor.Executor(cluster=fake),
-        clock=lambda: fake.clock,
+        clock=lambda: fake.now,
     )
 
 
@@ -144,7 +92,7 @@ def test_notices_are_posted_once_across_rounds() -> None:
 
     async def rounds() -> None:
         for minutes in (0, 0, 1, 5):
-            fake.clock = NOW + dt.timedelta(minutes=minutes)
+            fake.now = NOW + dt.timedelta(minutes=minutes)
             await controller.reconcile_once()
 
     asyncio.run(rounds())
@@ -162,7 +110,7 @@ def test_eviction_after_notice_lead_with_own_grace_and_only_once() -> None:
 
     async def rounds() -> None:
         for minutes in (0, 10, 10, 11):
-            fake.clock = NOW + dt.timedelta(minutes=minutes)
+            fake.now = NOW + dt.timedelta(minutes=minutes)
             await controller.reconcile_once()
 
     asyncio.run(rounds())
@@ -179,7 +127,7 @@ def test_protected_pod_waits_for_min_runtime_then_goes_with_full_grace() -> None
         # min-runtime 3h from 01:00 -> 04:00; notice at 03:50.
         for at in ("02:00", "03:49", "03:50", "03:59", "04:00"):
             hours, minutes = map(int, at.split(":"))
-            fake.clock = NOW.replace(hour=hours, minute=minutes)
+            fake.now = NOW.replace(hour=hours, minute=minutes)
             await controller.reconcile_once()
 
     asyncio.run(rounds())
@@ -199,7 +147,7 @@ def test_refused_eviction_reports_once_and_backs_off() -> None:
 
     async def rounds() -> None:
         for seconds in (0, 600, 601, 602, 620):
-            fake.clock = NOW + dt.timedelta(seconds=seconds)
+            fake.now = NOW + dt.timedelta(seconds=seconds)
             await controller.reconcile_once()
 
     asyncio.run(rounds())
@@ -244,7 +192,7 @@ def test_projection_adds_only_missing_keys_and_removes_only_its_own() -> None:
     controller = _controller(fake, [])
 
     async def at(minutes: int) -> None:
-        fake.clock = NOW + dt.timedelta(minutes=minutes)
+        fake.now = NOW + dt.timedelta(minutes=minutes)
         await controller.reconcile_once()
 
     asyncio.run(at(0))

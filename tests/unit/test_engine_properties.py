@@ -30,7 +30,6 @@ from graceguard.domain import annotations as ann
 from graceguard.domain import cluster, disruption, notices, phases, policy, protection, times
 from graceguard.engine import actions as act
 from graceguard.engine import index
-from graceguard.sim import effects
 
 from . import driver
 from .driver import History, Step
@@ -566,7 +565,7 @@ def _evict_at_first_step(h: History, *, forced: bool = False) -> History:
         else act.Evict(ref, pod.grace_seconds, "upgrade", "r0")
     )
     actions = (*first.result.actions, evict)
-    after = driver.with_statuses(effects.apply(first.before, actions, first.at))
+    after = driver.with_statuses(driver.carry_out(first.before, actions, first.at))
     tampered = dataclasses.replace(
         first, result=dataclasses.replace(first.result, actions=actions), after=after
     )

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-from graceguard.controller import ports, recording
+from graceguard.controller import recording
 from graceguard.domain import annotations as ann
-from graceguard.domain import ledger, notices, protection, termination
+from graceguard.domain import ledger, protection, termination
 from graceguard.engine import actions as act
 
 NOW = dt.datetime(2026, 11, 21, 4, 0, tzinfo=dt.UTC)
@@ -44,24 +44,6 @@ class FakeEvents:
         self, *, pod: act.PodRef, reason: str, message: str, warning: bool = False
     ) -> None:
         self.events.append((pod.key, reason, message))
-
-    async def set_notice(self, *, pod: act.PodRef, notice: notices.Notice) -> None: ...
-    async def clear_notice(self, *, pod: act.PodRef) -> None: ...
-    async def patch_pod_annotations(
-        self, *, pod: act.PodRef, changes: Mapping[str, str | None]
-    ) -> None: ...
-    async def evict(
-        self, *, pod: act.PodRef, grace_seconds: int
-    ) -> tuple[ports.EvictionResult, str]:
-        return ports.EvictionResult.EVICTED, ""
-
-    async def delete(self, *, pod: act.PodRef, grace_seconds: int) -> bool:
-        return True
-
-    async def cordon(self, *, node: str) -> None: ...
-    async def patch_node_annotations(
-        self, *, node: str, changes: Mapping[str, str | None]
-    ) -> None: ...
 
 
 class Logs:

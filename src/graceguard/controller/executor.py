@@ -1,8 +1,9 @@
-"""Carries out the engine's actions on the cluster, with the events DESIGN.md names.
+"""Carries out the engine's actions on the cluster, with the events DESIGN.md names: the one
+interpreter of actions, run by the controller on the real cluster and by the simulator on its own.
 
-Every action is attempted on its own: a failed API call is logged and left for the next
-reconcile, which (the engine being stateless) asks for the same action again. Nothing here
-decides whether an action is right; it only words the events and chooses the API calls.
+Every action is attempted on its own: a failed call is logged and left for the next reconcile,
+which (the engine being stateless) asks for the same action again. Nothing here decides whether an
+action is right; it only words the events and chooses the calls to the ports.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ import dataclasses
 import datetime as dt
 import logging
 from collections.abc import Iterable
-from typing import Protocol
 
 from graceguard.controller import ports
 from graceguard.domain import annotations as ann
@@ -25,12 +25,9 @@ CONCURRENCY = 16
 """Pods whose actions are carried out at the same time."""
 REFUSAL_BACKOFF = dt.timedelta(seconds=10)
 """After the API refuses an eviction the engine planned, wait this long before asking again."""
-
-
-class EvictionRecorder(Protocol):
-    """Called before graceguard stops a pod, so its last logs and cause reach the ledger."""
-
-    async def before_eviction(self, *, action: act.Evict | act.ForceDelete) -> None: ...
+WINDOW_MEMORY = 10_000
+WINDOW_MEMORY_AGE = dt.timedelta(days=2)
+"""Window evictions kept: past ``WINDOW_MEMORY`` entries, those of windows older than this go."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -45,12 +42,18 @@ class Executor:
         self,
         *,
         cluster: ports.ClusterWriter,
-        recorder: EvictionRecorder | None = None,
+        recorder: ports.EvictionRecorder | None = None,
+        holds: ports.HoldKeeper | None = None,
     ) -> None:
         self._cluster = cluster
         self._recorder = recorder
+        self._holds = holds
         self._warned: set[tuple[str, str, str]] = set()
         self._refused: dict[str, dt.datetime] = {}
+        self.window_evictions: dict[str, dt.datetime] = {}
+        """Pod key -> the start of the maintenance window it was evicted in, for the engine's
+        "once per window" (``Snapshot.window_evictions``). Kept in memory: after a restart a
+        pod recreated under the same name (a StatefulSet's) may be evicted once more."""
 
     def refused_recently(self, pod: act.PodRef, now: dt.datetime) -> bool:
         at = self._refused.get(pod.key)
@@ -107,7 +110,7 @@ class Executor:
                     pod=pod, reason="EvictionBlocked", message=f"{message}{forced}", warning=True
                 )
                 return "blocked"
-            case act.Evict(pod=pod, grace_seconds=grace, source=source):
+            case act.Evict(pod=pod, grace_seconds=grace, source=source, window=window):
                 if self.refused_recently(pod, now):
                     return "backing off"
                 if self._recorder is not None:
@@ -125,6 +128,7 @@ class Executor:
                         )
                     return "refused"
                 self._refused.pop(pod.key, None)
+                self._remember_window(pod, window, now)
                 if result is ports.EvictionResult.EVICTED:
                     await c.post_event(
                         pod=pod,
@@ -133,7 +137,9 @@ class Executor:
                         f"reason: {source}",
                     )
                 return result.value
-            case act.ForceDelete(pod=pod, grace_seconds=grace, source=source, reason=reason):
+            case act.ForceDelete(
+                pod=pod, grace_seconds=grace, source=source, reason=reason, window=window
+            ):
                 if self._recorder is not None:
                     await self._recorder.before_eviction(action=action)
                 await c.post_event(
@@ -145,6 +151,7 @@ class Executor:
                     warning=True,
                 )
                 deleted = await c.delete(pod=pod, grace_seconds=grace)
+                self._remember_window(pod, window, now)
                 return "deleted" if deleted else "gone"
             case act.ReportDeadlineExceeded(pod=pod, message=message):
                 await c.post_event(
@@ -173,12 +180,34 @@ class Executor:
                     warning=True,
                 )
                 return "warned"
-            case act.DrainComplete(node=node) | act.CompleteHold(node=node):
-                await c.patch_node_annotations(
-                    node=node, changes={ann.DISRUPTION_DONE_AT: times.format_time(now)}
-                )
+            case act.ExtendHold(request_id=request_id, node=node):
+                await self._hold_keeper(action).heartbeat(request_id=request_id, node=node)
+                return "heartbeat sent"
+            case act.CompleteHold(request_id=request_id, node=node):
+                await self._hold_keeper(action).release(request_id=request_id, node=node)
+                await c.complete_disruption(request_id=request_id, node=node, at=now)
+                return "released"
+            case act.DrainComplete(request_id=request_id, node=node):
+                await c.complete_disruption(request_id=request_id, node=node, at=now)
                 return "completed"
-            case act.ExtendHold():
-                # Holds of cloud lifecycle hooks arrive with the AWS adapter; nothing holds here.
-                return "no hold to extend"
         return "unknown action"
+
+    def _hold_keeper(self, action: act.ExtendHold | act.CompleteHold) -> ports.HoldKeeper:
+        if self._holds is None:
+            raise LookupError(
+                f"request {action.request_id} on {action.node} has a hold, and no hold keeper "
+                "is configured to keep it"
+            )
+        return self._holds
+
+    def _remember_window(
+        self, pod: act.PodRef, window: dt.datetime | None, now: dt.datetime
+    ) -> None:
+        if window is None:
+            return
+        self.window_evictions[pod.key] = window
+        if len(self.window_evictions) > WINDOW_MEMORY:
+            horizon = now - WINDOW_MEMORY_AGE
+            self.window_evictions = {
+                key: start for key, start in self.window_evictions.items() if start > horizon
+            }

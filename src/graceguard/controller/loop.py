@@ -12,11 +12,10 @@ import dataclasses
 import datetime as dt
 import logging
 from collections.abc import Callable
-from typing import Protocol
 
 from graceguard.controller import executor as ex
-from graceguard.controller import metrics
-from graceguard.domain import cluster, disruption, policy
+from graceguard.controller import metrics, ports
+from graceguard.domain import policy
 from graceguard.engine import actions as act
 from graceguard.engine import projection, reconciler
 
@@ -24,28 +23,6 @@ log = logging.getLogger(__name__)
 
 RESYNC = dt.timedelta(seconds=30)
 DEBOUNCE_SECONDS = 0.1
-
-
-class View(Protocol):
-    changed: asyncio.Event
-
-    async def wait_synced(self) -> None: ...
-    def snapshot(self) -> cluster.Snapshot: ...
-    def requests(self) -> list[disruption.DisruptionRequest]: ...
-    def policy(self) -> tuple[policy.Policy, object]: ...
-    def versions(self, keys: list[str]) -> dict[str, str]: ...
-    async def settle(self, before: dict[str, str], *, timeout: float = 5.0) -> bool: ...
-
-
-class Leadership(Protocol):
-    changed: asyncio.Event
-
-    @property
-    def is_leader(self) -> bool: ...
-
-
-class PolicyReporter(Protocol):
-    async def report(self, entry: object, in_force: policy.Policy) -> None: ...
 
 
 @dataclasses.dataclass(slots=True)
@@ -80,11 +57,11 @@ class Controller:
     def __init__(
         self,
         *,
-        view: View,
-        leadership: Leadership,
+        view: ports.View,
+        leadership: ports.Leadership,
         executor: ex.Executor,
         clock: Callable[[], dt.datetime],
-        policy_reporter: PolicyReporter | None = None,
+        policy_reporter: ports.PolicyReporter | None = None,
         on_policy: Callable[[policy.Policy], None] | None = None,
     ) -> None:
         self._on_policy = on_policy
@@ -119,8 +96,11 @@ class Controller:
         if self._reader is None or self._reader.limits != pol.limits:
             self._reader = projection.ProtectionReader(pol.limits)
         requests = self._view.requests()
+        snapshot = dataclasses.replace(
+            self._view.snapshot(), window_evictions=self._executor.window_evictions
+        )
         result = reconciler.reconcile(
-            snapshot=self._view.snapshot(),
+            snapshot=snapshot,
             requests=requests,
             pol=pol,
             now=now,

@@ -1,12 +1,19 @@
-"""The ports the service layer needs, as protocols. Adapters implement them; tests fake them."""
+"""Every port the controller's service layer needs, as protocols typed with domain values.
+
+Adapters implement them (``graceguard.adapters``: Kubernetes, the ledger, log sources), the
+simulator implements them over its simulated cluster (``graceguard.sim``), and tests fake them.
+Nothing here does I/O; nothing in ``controller/`` reaches the outside world but through these.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import datetime as dt
 import enum
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
-from graceguard.domain import notices
+from graceguard.domain import cluster, disruption, ledger, notices, policy, termination
 from graceguard.engine import actions as act
 
 
@@ -19,13 +26,15 @@ class EvictionResult(enum.StrEnum):
     """404: the pod no longer exists."""
 
 
-class ClusterWriter(Protocol):
-    """Writes to the Kubernetes API on graceguard's behalf."""
-
+class EventPoster(Protocol):
     async def post_event(
         self, *, pod: act.PodRef, reason: str, message: str, warning: bool = False
     ) -> None:
         """An Event on the pod (``involvedObject``), reported by graceguard."""
+
+
+class ClusterWriter(EventPoster, Protocol):
+    """Writes to the cluster on graceguard's behalf."""
 
     async def set_notice(self, *, pod: act.PodRef, notice: notices.Notice) -> None:
         """The ``PodEviction`` condition and the ``eviction-at`` / ``eviction-reason``
@@ -48,8 +57,25 @@ class ClusterWriter(Protocol):
     async def cordon(self, *, node: str) -> None:
         """Mark the node unschedulable."""
 
-    async def patch_node_annotations(self, *, node: str, changes: Mapping[str, str | None]) -> None:
-        """Set (or, with ``None``, remove) node annotations."""
+    async def complete_disruption(self, *, request_id: str, node: str, at: dt.datetime) -> None:
+        """The disruption ``request_id`` on ``node`` is done: the node is drained."""
+
+
+class HoldKeeper(Protocol):
+    """Keeps alive the holds a source lets graceguard keep (an Auto Scaling lifecycle hook) and
+    lets the source go on when the node is drained."""
+
+    async def heartbeat(self, *, request_id: str, node: str) -> None:
+        """Restart the hold's timeout (``RecordLifecycleActionHeartbeat``)."""
+
+    async def release(self, *, request_id: str, node: str) -> None:
+        """Let the source go on (``CompleteLifecycleAction`` ``CONTINUE``)."""
+
+
+class EvictionRecorder(Protocol):
+    """Called before graceguard stops a pod, so its last logs and cause reach the ledger."""
+
+    async def before_eviction(self, *, action: act.Evict | act.ForceDelete) -> None: ...
 
 
 class NoLogs(Exception):  # noqa: N818 - an answer ("there are no logs"), not a caller's error
@@ -66,3 +92,39 @@ class LogSource(Protocol):
         Raise ``NoLogs`` when there are none to get. Any other exception, or taking too long,
         becomes a "no logs available" status in ``controller.logs.capture_last_logs``.
         """
+
+
+class LedgerPort(Protocol):
+    """The ledger: graceguard's own evictions and every termination on the cluster."""
+
+    async def claim(self, action: ledger.ActionRecord) -> bool: ...
+    async def record(self, rec: termination.TerminationRecord) -> bool: ...
+    async def evictions_for(self, uid: str) -> tuple[ledger.ActionRecord, ...]: ...
+
+
+class View(Protocol):
+    """The cluster as the controller sees it: a cache kept by watches."""
+
+    changed: asyncio.Event
+
+    async def wait_synced(self) -> None: ...
+    def snapshot(self) -> cluster.Snapshot: ...
+    def requests(self) -> list[disruption.DisruptionRequest]: ...
+    def policy(self) -> tuple[policy.Policy, object]: ...
+    def versions(self, keys: list[str]) -> dict[str, str]: ...
+    async def settle(self, before: dict[str, str], *, timeout: float = 5.0) -> bool: ...
+
+
+class Leadership(Protocol):
+    """Whether this replica leads (only the leader acts)."""
+
+    changed: asyncio.Event
+
+    @property
+    def is_leader(self) -> bool: ...
+
+
+class PolicyReporter(Protocol):
+    """Tells the policy's author whether it was accepted (its status)."""
+
+    async def report(self, entry: object, in_force: policy.Policy) -> None: ...

@@ -13,7 +13,7 @@ import collections
 import datetime as dt
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Protocol
+from typing import Any
 
 from graceguard.controller import logs, metrics, ports
 from graceguard.domain import ledger, protection, termination
@@ -27,19 +27,13 @@ EVENTS_PER_POD = 20
 PODS_WITH_EVENTS = 20_000
 
 
-class LedgerPort(Protocol):
-    async def claim(self, action: ledger.ActionRecord) -> bool: ...
-    async def record(self, rec: termination.TerminationRecord) -> bool: ...
-    async def evictions_for(self, uid: str) -> tuple[ledger.ActionRecord, ...]: ...
-
-
 class Recorder:
     """``EvictionRecorder`` for the executor: capture logs, then write the eviction down."""
 
     def __init__(
         self,
         *,
-        ledger_port: LedgerPort,
+        ledger_port: ports.LedgerPort,
         log_source: ports.LogSource | None,
         containers: Callable[[act.PodRef], Awaitable[Sequence[str]]],
         lines: int,
@@ -88,8 +82,8 @@ class TerminationObserver:
     def __init__(
         self,
         *,
-        ledger_port: LedgerPort,
-        cluster: ports.ClusterWriter,
+        ledger_port: ports.LedgerPort,
+        cluster: ports.EventPoster,
         limits: Callable[[], protection.Limits],
         clock: Callable[[], dt.datetime],
     ) -> None:

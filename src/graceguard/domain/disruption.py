@@ -1,10 +1,13 @@
-"""Disruption requests: "remove the pods from node N (by deadline D)", whatever the source."""
+"""Disruption requests: "remove the pods from node N (by deadline D)", whatever the source, and
+which of the node's pods that means (``Scope``)."""
 
 from __future__ import annotations
 
 import dataclasses
 import datetime as dt
 import enum
+
+from graceguard.domain import cluster
 
 
 class DisruptionClass(enum.StrEnum):
@@ -14,6 +17,19 @@ class DisruptionClass(enum.StrEnum):
     """A hard deadline (spot, shutdown, hook cap): protections apply as far as it allows."""
     FAILED = "failed"
     """The node is NotReady or gone: nothing to protect, only record."""
+
+
+class Scope(enum.StrEnum):
+    """Which pods a request covers."""
+
+    NODE = "node"
+    """The node's pods as ``kubectl drain`` sees them: DaemonSet pods stay (their controller
+    would put them straight back); the node is cordoned."""
+    WHOLE_NODE = "whole-node"
+    """The node itself stops (OS shutdown, reboot): every pod, DaemonSet pods included, which go
+    last by priority."""
+    POD = "pod"
+    """One pod (``DisruptionRequest.pod``): the rest of the node is left alone, not cordoned."""
 
 
 ASG_HOOK_CAP = dt.timedelta(hours=48)
@@ -45,6 +61,19 @@ class DisruptionRequest:
     requested_at: dt.datetime
     deadline: dt.datetime | None = None
     hold: Hold | None = None
+    scope: Scope = Scope.NODE
+    pod: str | None = None
+    """With ``Scope.POD``: the pod's ``namespace/name``."""
+
+    def __post_init__(self) -> None:
+        if (self.scope is Scope.POD) != (self.pod is not None):
+            raise ValueError("a request names a pod exactly when its scope is pod")
+
+    def covers(self, pod: cluster.Pod) -> bool:
+        """Whether ``pod`` (on this request's node) is one the request removes."""
+        if self.scope is Scope.POD:
+            return pod.key == self.pod
+        return self.scope is Scope.WHOLE_NODE or not pod.daemon
 
     @property
     def effective_deadline(self) -> dt.datetime | None:

@@ -7,7 +7,7 @@ import dataclasses
 import datetime as dt
 import enum
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 from graceguard.domain import annotations as ann
 from graceguard.domain import (
@@ -133,224 +133,236 @@ def plan_node(
     allowances: budgets.Allowances | None = None,
 ) -> tuple[list[act.Action], list[PodPlan], dt.datetime | None]:
     """Plan the pods of one node for the requests open on it (the most urgent one leads)."""
-    allowances = allowances if allowances is not None else budgets.Allowances({}, {})
-    out: list[act.Action] = []
-    plans: list[PodPlan] = []
-    wake = _Wake()
-    ordered = sorted(
-        requests,
-        key=lambda r: (
-            _SEVERITY[r.disruption_class],
-            r.effective_deadline or dt.datetime.max.replace(tzinfo=dt.UTC),
-            r.requested_at,
-            r.id,
-        ),
+    planner = _NodePlanner(
+        idx=idx,
+        requests=requests,
+        pol=pol,
+        now=now,
+        reader=reader,
+        allowances=allowances if allowances is not None else budgets.Allowances({}, {}),
     )
-    lead = ordered[0]
-    node_name = lead.node
-    node = idx.nodes.get(node_name)
-    pods = idx.pods_by_node.get(node_name, [])
-    live = [p for p in pods if not p.finished and not p.daemon]
+    planner.plan()
+    return planner.out, planner.plans, planner.wake.at
 
-    if lead.disruption_class is disruption.DisruptionClass.FAILED:
-        # Nothing to protect: the node is gone or NotReady. The ledger records what happens.
-        if not live:
-            out.extend(_completions(ordered))
-        return out, plans, None
 
-    if node is not None and not node.unschedulable:
-        out.append(act.Cordon(node_name, lead.id))
+def _urgency(r: disruption.DisruptionRequest) -> tuple[int, dt.datetime, dt.datetime, str]:
+    never = dt.datetime.max.replace(tzinfo=dt.UTC)
+    return (_SEVERITY[r.disruption_class], r.effective_deadline or never, r.requested_at, r.id)
 
-    phase_list = pol.priority_phases
-    by_phase: dict[int, list[cluster.Pod]] = defaultdict(list)
-    for pod in live:
-        by_phase[phases.phase_index(pod.priority, phase_list)].append(pod)
-    deadline = lead.effective_deadline
-    phase_end = _phase_ends(by_phase, deadline) if deadline is not None else {}
 
-    # Later phases wait for earlier ones: without a deadline until they are gone (expected by
-    # ``not_before``); under a deadline until they have been asked to stop (``asked_by``), unless
-    # their own last moment comes first (the reserve in ``phase_end``), as kubelet's
-    # shutdownGracePeriodByPodPriority does.
-    earlier_live = 0
-    earlier_waiting = 0  # earlier-phase pods not asked yet (waiting or blocked)
-    not_before: dt.datetime | None = None
-    asked_by: dt.datetime | None = None
-    for k in sorted(by_phase):
-        phase_pods = sorted(by_phase[k], key=lambda p: (p.priority, p.namespace, p.name))
+class _NodePlanner:
+    """One node's plan: which of its pods the requests cover, in which priority phase, when each
+    goes, and what to do now. Phases run in order: without a deadline a phase waits until the
+    earlier ones are gone (expected by ``not_before``); under a deadline until they have been
+    asked to stop (``asked_by``), unless its own last moment comes first (the reserve in
+    ``phase_end``), as kubelet's ``shutdownGracePeriodByPodPriority`` does."""
+
+    def __init__(
+        self,
+        *,
+        idx: index.ClusterIndex,
+        requests: Sequence[disruption.DisruptionRequest],
+        pol: policy.Policy,
+        now: dt.datetime,
+        reader: projection.ProtectionReader,
+        allowances: budgets.Allowances,
+    ) -> None:
+        self.idx = idx
+        self.requests = sorted(requests, key=_urgency)
+        self.lead = self.requests[0]
+        self.node = self.lead.node
+        self.pol = pol
+        self.now = now
+        self.reader = reader
+        self.allowances = allowances
+        self.out: list[act.Action] = []
+        self.plans: list[PodPlan] = []
+        self.wake = _Wake()
+        self.deadline = self.lead.effective_deadline
+        self.earlier_live = 0
+        self.earlier_waiting = 0
+        """Earlier-phase pods not asked yet (waiting or blocked)."""
+        self.not_before: dt.datetime | None = None
+        self.asked_by: dt.datetime | None = None
+        self.completed: set[str] = set()
+
+    def plan(self) -> None:
+        pods = self.idx.pods_by_node.get(self.node, [])
+        live = [p for p in pods if not p.finished and any(r.covers(p) for r in self.requests)]
+        if self.lead.disruption_class is disruption.DisruptionClass.FAILED:
+            # Nothing to protect: the node is gone or NotReady. The ledger records what happens.
+            self._complete(live)
+            return
+        node = self.idx.nodes.get(self.node)
+        cordon = next((r for r in self.requests if r.scope is not disruption.Scope.POD), None)
+        if cordon is not None and node is not None and not node.unschedulable:
+            self.out.append(act.Cordon(self.node, cordon.id))
+        phase_list = self.pol.priority_phases
+        by_phase: dict[int, list[cluster.Pod]] = defaultdict(list)
+        for pod in live:
+            by_phase[phases.phase_index(pod.priority, phase_list)].append(pod)
+        phase_end = _phase_ends(by_phase, self.deadline) if self.deadline is not None else {}
+        for k in sorted(by_phase):
+            self._plan_phase(k, by_phase[k], phase_end.get(k))
+        self._complete(live)
+        self._keep_holds()
+
+    def _plan_phase(self, k: int, pods: list[cluster.Pod], phase_end: dt.datetime | None) -> None:
         expected_end: dt.datetime | None = None
         phase_asked: dt.datetime | None = None
-        phase_waiting = 0
-        for pod in phase_pods:
-            prot = reader.read(pod, now)
-            ref = projection.ref(pod)
-            if pod.terminating:
+        waiting = 0
+        for pod in sorted(pods, key=lambda p: (p.priority, p.namespace, p.name)):
+            plan = self._plan_pod(pod, k, phase_end)
+            self.plans.append(plan)
+            if plan.status is PlanStatus.TERMINATING:
                 assert pod.deleting_since is not None
                 end = pod.deleting_since + pod.grace
-                expected_end = max(expected_end or end, end)
-                plans.append(
-                    PodPlan(
-                        ref,
-                        node_name,
-                        lead.id,
-                        lead.source,
-                        phase_list[k].name,
-                        PlanStatus.TERMINATING,
-                        None,
-                        None,
-                        prot.protected_until,
-                        pod.grace_seconds,
-                    )
-                )
-                continue
-            d = decision.decide(
-                pod=pod,
-                prot=prot,
-                request=lead,
-                pol=pol,
-                now=now,
-                phase_end=phase_end.get(k),
-                not_before=not_before if deadline is None else asked_by,
-                used_windows=_used(idx.snapshot, pod),
-            )
-            stage = pod.notice_stage
-            if d.renominate:
-                out.append(
-                    act.PostNotice(
-                        ref,
-                        notices.Notice(
-                            notices.NoticeReason.PROPOSED, now, d.eviction_at, lead.source
-                        ),
-                        lead.id,
-                    )
-                )
-                stage = notices.NoticeReason.PROPOSED.value
-            if stage != notices.NoticeReason.SCHEDULED.value:
-                if now >= d.scheduled_notice_at - NOTICE_EARLY:
-                    out.append(
-                        act.PostNotice(
-                            ref,
-                            notices.Notice(
-                                notices.NoticeReason.SCHEDULED, now, d.eviction_at, lead.source
-                            ),
-                            lead.id,
-                        )
-                    )
-                else:
-                    wake.at_least(d.scheduled_notice_at - NOTICE_EARLY, now)
-            end = d.eviction_at + pod.grace
+            else:
+                assert plan.eviction_at is not None
+                end = plan.eviction_at + pod.grace
+                phase_asked = max(phase_asked or plan.eviction_at, plan.eviction_at)
             expected_end = max(expected_end or end, end)
-            phase_asked = max(phase_asked or d.eviction_at, d.eviction_at)
-            status, force_at, blocked = _act_on_due_pod(
-                pod=pod,
-                ref=ref,
-                d=d,
-                lead=lead,
-                pol=pol,
-                now=now,
-                idx=idx,
-                allowances=allowances,
-                out=out,
-                wake=wake,
-                phase_blocked=(
-                    earlier_live > 0
-                    if deadline is None
-                    else earlier_waiting > 0 and d.latest is not None and now < d.latest
-                ),
-            )
-            if status in (PlanStatus.WAITING, PlanStatus.BLOCKED):
-                phase_waiting += 1
-            plans.append(
-                PodPlan(
-                    ref,
-                    node_name,
-                    lead.id,
-                    lead.source,
-                    phase_list[k].name,
-                    status,
-                    d.eviction_at,
-                    d.scheduled_notice_at,
-                    prot.protected_until,
-                    pod.grace_seconds,
-                    d.blocked_by + blocked,
-                    force_at,
-                )
-            )
-        earlier_live += len(phase_pods)
-        earlier_waiting += phase_waiting
+            if plan.status in (PlanStatus.WAITING, PlanStatus.BLOCKED):
+                waiting += 1
+        self.earlier_live += len(pods)
+        self.earlier_waiting += waiting
         if expected_end is not None:
-            not_before = max(not_before or expected_end, expected_end)
+            self.not_before = max(self.not_before or expected_end, expected_end)
         if phase_asked is not None:
-            asked_by = max(asked_by or phase_asked, phase_asked)
+            self.asked_by = max(self.asked_by or phase_asked, phase_asked)
 
-    if not live:
-        out.extend(_completions(ordered))
-    else:
-        for request in ordered:
-            if request.hold is not None:
-                if now >= request.hold.heartbeat_due:
-                    out.append(act.ExtendHold(request.id, request.node))
-                    # The heartbeat restarts the hold's timeout: wake for the one after it.
-                    wake.at_least(now + request.hold.heartbeat_timeout / 2, now)
-                else:
-                    wake.at_least(request.hold.heartbeat_due, now)
-    return out, plans, wake.at
+    def _plan_pod(self, pod: cluster.Pod, k: int, phase_end: dt.datetime | None) -> PodPlan:
+        lead = self.lead
+        prot = self.reader.read(pod, self.now)
+        ref = projection.ref(pod)
+        plan = PodPlan(
+            ref,
+            self.node,
+            lead.id,
+            lead.source,
+            self.pol.priority_phases[k].name,
+            PlanStatus.TERMINATING,
+            None,
+            None,
+            prot.protected_until,
+            pod.grace_seconds,
+        )
+        if pod.terminating:
+            return plan
+        d = decision.decide(
+            pod=pod,
+            prot=prot,
+            request=lead,
+            pol=self.pol,
+            now=self.now,
+            phase_end=phase_end,
+            not_before=self.not_before if self.deadline is None else self.asked_by,
+            used_windows=_used(self.idx.snapshot, pod),
+        )
+        self._notify(pod, ref, d)
+        status, force_at, blocked = self._act_on_due_pod(pod, ref, d)
+        return dataclasses.replace(
+            plan,
+            status=status,
+            eviction_at=d.eviction_at,
+            scheduled_notice_at=d.scheduled_notice_at,
+            blocked_by=d.blocked_by + blocked,
+            force_at=force_at,
+        )
 
+    def _notify(self, pod: cluster.Pod, ref: act.PodRef, d: decision.PodDecision) -> None:
+        """A ProposedEviction when the pod is (re)nominated, a ScheduledEviction when its notice
+        lead before the eviction begins."""
+        source = self.lead.source
+        stage = pod.notice_stage
+        if d.renominate:
+            proposed = notices.NoticeReason.PROPOSED
+            notice = notices.Notice(proposed, self.now, d.eviction_at, source)
+            self.out.append(act.PostNotice(ref, notice, self.lead.id))
+            stage = proposed.value
+        if stage == notices.NoticeReason.SCHEDULED.value:
+            return
+        if self.now >= d.scheduled_notice_at - NOTICE_EARLY:
+            scheduled = notices.NoticeReason.SCHEDULED
+            notice = notices.Notice(scheduled, self.now, d.eviction_at, source)
+            self.out.append(act.PostNotice(ref, notice, self.lead.id))
+        else:
+            self.wake.at_least(d.scheduled_notice_at - NOTICE_EARLY, self.now)
 
-def _act_on_due_pod(
-    *,
-    pod: cluster.Pod,
-    ref: act.PodRef,
-    d: decision.PodDecision,
-    lead: disruption.DisruptionRequest,
-    pol: policy.Policy,
-    now: dt.datetime,
-    idx: index.ClusterIndex,
-    allowances: budgets.Allowances,
-    out: list[act.Action],
-    wake: _Wake,
-    phase_blocked: bool,
-) -> tuple[PlanStatus, dt.datetime | None, tuple[decision.Blocker, ...]]:
-    if now < d.eviction_at:
-        wake.at_least(d.eviction_at, now)
-        return PlanStatus.WAITING, None, ()
-    if phase_blocked:
-        # Woken again when the earlier phases' pods change (they leave the snapshot), or under a
-        # deadline when this pod's own last moment comes.
-        wake.at_least(d.latest, now)
-        blocker = decision.Blocker("phase", "waiting for pods of earlier priority phases", d.latest)
-        return PlanStatus.BLOCKED, None, (blocker,)
-    window = d.opening.start if d.opening is not None else None
-    pdbs = idx.pdbs_for(pod)
-    floor = idx.floor_for(pod, pdbs)
-    refusal = allowances.check(pod, pdbs, floor)
-    if refusal is None:
-        allowances.consume(pod, pdbs, floor)
-        if d.deadline_exceeded:
-            out.append(act.ReportDeadlineExceeded(ref, _exceeded_message(pod, lead), lead.id))
-        out.append(act.Evict(ref, pod.grace_seconds, lead.source, lead.id, window))
-        return PlanStatus.EVICTING, None, ()
-    since = _blocked_since(pod) or now
-    force_at = since + pol.pdb_max_wait
-    if d.latest is not None:
-        force_at = min(force_at, d.latest)
-    blocker = decision.Blocker("budget", refusal, force_at)
-    if now >= force_at:
-        allowances.consume(pod, pdbs, floor)
+    def _phase_blocked(self, d: decision.PodDecision) -> bool:
+        if self.deadline is None:
+            return self.earlier_live > 0
+        return self.earlier_waiting > 0 and d.latest is not None and self.now < d.latest
+
+    def _act_on_due_pod(
+        self, pod: cluster.Pod, ref: act.PodRef, d: decision.PodDecision
+    ) -> tuple[PlanStatus, dt.datetime | None, tuple[decision.Blocker, ...]]:
+        now, lead, out = self.now, self.lead, self.out
+        if now < d.eviction_at:
+            self.wake.at_least(d.eviction_at, now)
+            return PlanStatus.WAITING, None, ()
+        if self._phase_blocked(d):
+            # Woken again when the earlier phases' pods change (they leave the snapshot), or
+            # under a deadline when this pod's own last moment comes.
+            self.wake.at_least(d.latest, now)
+            blocker = decision.Blocker(
+                "phase", "waiting for pods of earlier priority phases", d.latest
+            )
+            return PlanStatus.BLOCKED, None, (blocker,)
+        window = d.opening.start if d.opening is not None else None
+        pdbs = self.idx.pdbs_for(pod)
+        floor = self.idx.floor_for(pod, pdbs)
+        refusal = self.allowances.check(pod, pdbs, floor)
+        if refusal is None:
+            self.allowances.consume(pod, pdbs, floor)
+            if d.deadline_exceeded:
+                out.append(act.ReportDeadlineExceeded(ref, _exceeded_message(pod, lead), lead.id))
+            out.append(act.Evict(ref, pod.grace_seconds, lead.source, lead.id, window))
+            return PlanStatus.EVICTING, None, ()
+        since = _blocked_since(pod) or now
+        force_at = since + self.pol.pdb_max_wait
+        if d.latest is not None:
+            force_at = min(force_at, d.latest)
+        blocker = decision.Blocker("budget", refusal, force_at)
+        if now < force_at:
+            if _blocked_since(pod) is None:
+                out.append(act.MarkBlocked(ref, now, refusal, force_at, lead.id))
+            self.wake.at_least(force_at, now)
+            return PlanStatus.BLOCKED, force_at, (blocker,)
+        self.allowances.consume(pod, pdbs, floor)
         why = (
             f"blocked since {times.format_time(since)} for pdbMaxWait "
-            f"{durations.format_duration(pol.pdb_max_wait)}: {refusal}"
-            if force_at == since + pol.pdb_max_wait
+            f"{durations.format_duration(self.pol.pdb_max_wait)}: {refusal}"
+            if force_at == since + self.pol.pdb_max_wait
             else f"the node goes at {_format_opt(lead.effective_deadline)}: {refusal}"
         )
         if d.deadline_exceeded:
             out.append(act.ReportDeadlineExceeded(ref, _exceeded_message(pod, lead), lead.id))
         out.append(act.ForceDelete(ref, pod.grace_seconds, lead.source, why, lead.id, window))
         return PlanStatus.FORCED, force_at, (blocker,)
-    if _blocked_since(pod) is None:
-        out.append(act.MarkBlocked(ref, now, refusal, force_at, lead.id))
-    wake.at_least(force_at, now)
-    return PlanStatus.BLOCKED, force_at, (blocker,)
+
+    def _complete(self, live: list[cluster.Pod]) -> None:
+        """Requests whose pods are all gone are done: a pod request once its pod is, the others
+        once every pod they cover is."""
+        for r in self.requests:
+            if not any(r.covers(p) for p in live):
+                self.completed.add(r.id)
+                self.out.append(
+                    act.CompleteHold(r.id, r.node)
+                    if r.hold is not None
+                    else act.DrainComplete(r.id, r.node)
+                )
+
+    def _keep_holds(self) -> None:
+        for request in self.requests:
+            if request.hold is None or request.id in self.completed:
+                continue
+            if self.now >= request.hold.heartbeat_due:
+                self.out.append(act.ExtendHold(request.id, request.node))
+                # The heartbeat restarts the hold's timeout: wake for the one after it.
+                self.wake.at_least(self.now + request.hold.heartbeat_timeout / 2, self.now)
+            else:
+                self.wake.at_least(request.hold.heartbeat_due, self.now)
 
 
 def _phase_ends(
@@ -383,10 +395,3 @@ def _exceeded_message(pod: cluster.Pod, request: disruption.DisruptionRequest) -
 
 def _format_opt(t: dt.datetime | None) -> str:
     return times.format_time(t) if t is not None else "an unknown time"
-
-
-def _completions(requests: Iterable[disruption.DisruptionRequest]) -> list[act.Action]:
-    return [
-        act.CompleteHold(r.id, r.node) if r.hold is not None else act.DrainComplete(r.id, r.node)
-        for r in requests
-    ]

@@ -1,23 +1,30 @@
-"""graceguard in the simulation: the real engine, reconciled against the simulated cluster.
+"""graceguard in the simulation: the real engine planning against the simulated cluster, and the
+real service layer (``controller.executor.Executor`` with the ledger's ``Recorder``) carrying out
+its actions through the simulator's ports (``sim.cluster.SimCluster``).
 
-Each call shows the engine the world's snapshot and open requests, applies the notices, projected
-annotations and cordons with ``effects.apply`` (as the Kubernetes adapter would write them), and
-carries out the rest on the world: evictions start the pod's grace period, heartbeats extend the
-lifecycle hook, completions let the source go on. It also checks, as it goes, the promise the
-engine makes: a voluntary eviction comes at least the notice lead after its ``ScheduledEviction``.
+Each step shows the engine the world's snapshot and open requests, exactly as the controller's
+loop does (with the maintenance windows the executor saw pods evicted in), and runs the executor
+on the actions. It also checks, as it goes, the promises the engine makes: a voluntary eviction
+with room before any deadline comes after the pod's protection, inside a window that applies, and
+at least the notice lead after its ``ScheduledEviction``.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+from collections.abc import Sequence
 
-from graceguard.domain import cluster, disruption, notices, phases, policy
+from graceguard.controller import executor, recording
+from graceguard.domain import disruption, phases, policy
 from graceguard.engine import actions as act
 from graceguard.engine import projection, reconciler
-from graceguard.sim import effects
-from graceguard.sim.marks import MarkKind
+from graceguard.sim.cluster import SimCluster
+from graceguard.sim.eventloop import EventLoop
+from graceguard.sim.ledger import MemoryLedger
 from graceguard.sim.world import World
+
+LOG_LINES = 200
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -30,128 +37,75 @@ class Violation:
 
 
 class Controller:
-    def __init__(self, world: World, pol: policy.Policy) -> None:
+    def __init__(
+        self,
+        world: World,
+        pol: policy.Policy,
+        *,
+        cluster: SimCluster,
+        ledger: MemoryLedger,
+        loop: EventLoop,
+    ) -> None:
         self.world = world
         self.policy = pol
+        self.cluster = cluster
+        self.ledger = ledger
+        self.loop = loop
         self.reader = projection.ProtectionReader(pol.limits)
+        self.executor = executor.Executor(
+            cluster=cluster,
+            holds=cluster,
+            recorder=recording.Recorder(
+                ledger_port=ledger,
+                log_source=None,
+                containers=_no_containers,
+                lines=LOG_LINES,
+                clock=lambda: world.now,
+            ),
+        )
         self.wake: dt.datetime | None = None
         self.violations: list[Violation] = []
         self.reconciles = 0
-        self._warned: set[tuple[str, str]] = set()
-        self._scheduled: dict[str, dt.datetime] = {}
-        """Pod key -> when it was last told ``ScheduledEviction`` (for the lead check)."""
 
     def step(self, now: dt.datetime) -> bool:
         """Reconcile once at ``now`` and carry out the actions; True if the world changed."""
         world = self.world
-        snapshot = world.snapshot(now)
-        open_requests = list(world.requests.values())
+        snapshot = dataclasses.replace(
+            world.snapshot(now), window_evictions=dict(self.executor.window_evictions)
+        )
+        requests = {r.request.id: r.request for r in world.requests.values()}
         result = reconciler.reconcile(
             snapshot=snapshot,
-            requests=[r.request for r in open_requests],
+            requests=list(requests.values()),
             pol=self.policy,
             now=now,
             reader=self.reader,
         )
         self.reconciles += 1
         self.wake = result.next_wakeup
-        requests = {r.request.id: r.request for r in open_requests}
-        touched = {a.pod.key for a in result.actions if hasattr(a, "pod")}
-        changed = (
-            self._absorb(effects.apply(snapshot, result.actions, now), touched)
-            if result.actions
-            else False
-        )
-        for action in result.actions:
-            changed = self._carry_out(action, now, requests) or changed
-        return changed
+        if not result.actions:
+            return False
+        before = self.cluster.changes
+        outcomes = self.loop.run(self.executor.run(result.actions, now=now))
+        for outcome in outcomes:
+            action = outcome.action
+            if outcome.ok and outcome.detail in ("evicted", "deleted"):
+                assert isinstance(action, act.Evict | act.ForceDelete)
+                self._check(action, requests.get(action.request_id), now)
+        return self.cluster.changes != before
 
-    def _absorb(self, applied: cluster.Snapshot, touched: set[str]) -> bool:
-        """Take back what the adapter would have written on the pods the actions touched:
-        annotations, notice stages; and the window each pod was evicted in."""
-        changed = False
-        for kube in applied.pods:
-            if kube.key not in touched:
-                continue
-            pod = self.world.pod(kube.key)
-            if pod is None:
-                continue
-            annotations = dict(kube.annotations)
-            if annotations != pod.annotations or kube.notice_stage != pod.notice_stage:
-                pod.annotations = annotations
-                pod.notice_stage = kube.notice_stage
-                pod.kube = None
-                changed = True
-        if dict(applied.window_evictions) != self.world.window_evictions:
-            self.world.window_evictions = dict(applied.window_evictions)
-            changed = True
-        return changed
-
-    def _carry_out(
+    def _check(
         self,
-        action: act.Action,
+        action: act.Evict | act.ForceDelete,
+        request: disruption.DisruptionRequest | None,
         now: dt.datetime,
-        requests: dict[str, disruption.DisruptionRequest],
-    ) -> bool:
-        world = self.world
-        if isinstance(action, act.Cordon):
-            return world.cordon(action.node, now, "graceguard")
-        if isinstance(action, act.PostNotice):
-            pod = world.pod(action.pod.key)
-            if pod is not None:
-                if pod.first_notice is None:
-                    pod.first_notice = now
-                scheduled = action.notice.reason is notices.NoticeReason.SCHEDULED
-                if scheduled:
-                    self._scheduled[pod.key] = now
-                kind = MarkKind.SCHEDULED if scheduled else MarkKind.PROPOSED
-                world.mark(now, kind, pod.node, pod.name, action.notice.message)
-            return False
-        if isinstance(action, act.Evict | act.ForceDelete):
-            pod = world.pod(action.pod.key)
-            if pod is None:
-                return False
-            forced = isinstance(action, act.ForceDelete)
-            request = requests.get(action.request_id)
-            if (
-                request is not None
-                and request.disruption_class is disruption.DisruptionClass.VOLUNTARY
-                and not self._pulled_by_deadline(request, pod.spec.grace, pod.spec.priority, now)
-            ):
-                self._check_voluntary(pod.key, pod.name, request.source, now)
-            return world.sigterm(
-                pod,
-                now,
-                action.grace_seconds,
-                by=f"graceguard for {action.source}",
-                evicted=True,
-                forced=forced,
-            )
-        if isinstance(action, act.MarkBlocked):
-            world.mark(now, MarkKind.BLOCKED, None, action.pod.name, action.message)
-            return False
-        if isinstance(action, act.ReportDeadlineExceeded):
-            world.mark(now, MarkKind.DEADLINE, None, action.pod.name, action.message)
-            return False
-        if isinstance(action, act.WarnAnnotation):
-            key = (action.pod.key, action.warning.annotation)
-            if key not in self._warned:
-                self._warned.add(key)
-                w = action.warning
-                world.mark(
-                    now, MarkKind.WARNING, None, action.pod.name, f"{w.annotation}: {w.problem}"
-                )
-            return False
-        if isinstance(action, act.ExtendHold):
-            # Nothing in the cluster changes: like the real controller, the engine is not called
-            # again for it; its next_wakeup must cover the next heartbeat.
-            world.heartbeat(action.request_id, now)
-            return False
-        if isinstance(action, act.CompleteHold):
-            return world.release(action.request_id, now, "drained: CONTINUE the lifecycle action")
-        if isinstance(action, act.DrainComplete):
-            return world.release(action.request_id, now, "drained")
-        return False  # projection and withdrawals arrive through effects.apply
+    ) -> None:
+        if request is None or request.disruption_class is not disruption.DisruptionClass.VOLUNTARY:
+            return
+        pod = self.world.pod(action.pod.key)
+        if pod is None or self._pulled_by_deadline(request, pod.spec.grace, pod.spec.priority, now):
+            return
+        self._check_voluntary(action.pod.key, action.pod.name, request.source, now)
 
     def _pulled_by_deadline(
         self, request: disruption.DisruptionRequest, grace: int, priority: int, now: dt.datetime
@@ -164,7 +118,9 @@ class Controller:
         phase_list = self.policy.priority_phases
         mine = phases.phase_index(priority, phase_list)
         reserve: dict[int, int] = {}
-        for pod in self.world.pods_on(request.node, daemons=False):
+        for pod in self.world.pods_on(request.node):
+            if not request.covers(self.world.kube_pod(pod)):
+                continue
             k = phases.phase_index(pod.spec.priority, phase_list)
             if k > mine:
                 reserve[k] = max(reserve.get(k, 0), pod.spec.grace)
@@ -175,7 +131,7 @@ class Controller:
         """A voluntary eviction with room before any deadline: after the pod's protection, inside
         a maintenance window where the policy names one for the source, and at least the notice
         lead after its ``ScheduledEviction``."""
-        told = self._scheduled.get(key)
+        told = self.cluster.scheduled.get(key)
         lead = self.policy.notice_lead
         pod = self.world.pod(key)
         if pod is not None:
@@ -194,3 +150,8 @@ class Controller:
             self.violations.append(
                 Violation(now, name, f"evicted {now - told} after ScheduledEviction, lead {lead}")
             )
+
+
+async def _no_containers(_pod: act.PodRef) -> Sequence[str]:
+    """A simulated pod writes no logs: the ledger records that none were captured."""
+    return ()

@@ -14,9 +14,14 @@ import dataclasses
 import datetime as dt
 
 from graceguard.sim import actors
+from graceguard.sim.admission import SimAdmission, SimWebhook
+from graceguard.sim.cluster import Event, SimCluster
 from graceguard.sim.controller import Controller, Violation
+from graceguard.sim.eventloop import EventLoop
+from graceguard.sim.ledger import MemoryLedger
 from graceguard.sim.scenario import Scenario
 from graceguard.sim.world import Mode, World
+from graceguard.webhook import service
 
 MAX_STEPS = 100_000
 MAX_SETTLE = 64
@@ -34,6 +39,10 @@ class Run:
     steps: int
     reconciles: int = 0
     violations: tuple[Violation, ...] = ()
+    events: tuple[Event, ...] = ()
+    """The events graceguard posted (with graceguard)."""
+    ledger: MemoryLedger | None = None
+    """What graceguard recorded (with graceguard): its evictions and the webhook's refusals."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -53,8 +62,33 @@ def run(scenario: Scenario) -> ScenarioRun:
 
 def run_mode(scenario: Scenario, mode: Mode) -> Run:
     world = World(scenario, mode)
+    loop = EventLoop()
+    try:
+        return _run(scenario, mode, world, loop)
+    finally:
+        loop.close()
+
+
+def _guard(world: World, loop: EventLoop) -> Controller:
+    """graceguard's controller and its eviction webhook, installed in ``world``."""
+    pol = world.scenario.policy
+    ledger = MemoryLedger()
+    cluster = SimCluster(world, clock=lambda: world.now)
+    webhook = service.AdmissionService(
+        state=SimAdmission(world, pol),
+        events=cluster,
+        denials=ledger,
+        trusted=frozenset(),
+        failure_policy=service.FailurePolicy.FAIL,
+        clock=lambda: world.now,
+    )
+    world.webhook = SimWebhook(world, webhook, loop)
+    return Controller(world, pol, cluster=cluster, ledger=ledger, loop=loop)
+
+
+def _run(scenario: Scenario, mode: Mode, world: World, loop: EventLoop) -> Run:
+    controller = _guard(world, loop) if mode is Mode.WITH else None
     cast = [actors.make(spec, world, mode) for spec in scenario.actors]
-    controller = Controller(world, scenario.policy) if mode is Mode.WITH else None
     horizon = scenario.start + scenario.horizon
     now = scenario.start
     steps = 0
@@ -92,4 +126,6 @@ def run_mode(scenario: Scenario, mode: Mode) -> Run:
         steps=steps,
         reconciles=controller.reconciles if controller else 0,
         violations=tuple(controller.violations) if controller else (),
+        events=tuple(controller.cluster.events) if controller else (),
+        ledger=controller.ledger if controller else None,
     )

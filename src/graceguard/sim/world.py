@@ -18,6 +18,7 @@ import dataclasses
 import datetime as dt
 import enum
 from collections.abc import Callable
+from typing import Protocol
 
 from graceguard.domain import budgets, cluster, disruption, times
 from graceguard.sim.marks import Mark, MarkKind
@@ -43,14 +44,29 @@ class OpenRequest:
     """graceguard completed the drain (``CompleteHold`` / ``DrainComplete``)."""
     on_expire: Callable[[dt.datetime], None] | None = None
     """The hold ran out: its heartbeat timed out or it reached its cap."""
-    whole_node: bool = False
-    """The node itself stops (OS shutdown): DaemonSet pods are stopped too, as kubelet does."""
 
     def hold_expires(self) -> dt.datetime | None:
         hold = self.request.hold
         if hold is None:
             return None
         return min(hold.cap, hold.last_heartbeat + hold.heartbeat_timeout)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Refusal:
+    """An eviction the API answered with 429."""
+
+    message: str
+    retry_at: dt.datetime | None = None
+    """When the refusing rule stops holding the pod, when it says (a webhook's ``retry after``)."""
+
+
+class Webhook(Protocol):
+    def __call__(self, pod: SimPod, *, username: str, grace_seconds: int) -> Refusal | None:
+        """``None`` when the eviction is admitted, else why not."""
+
+
+PDB_REFUSAL = Refusal("Cannot evict pod as it would violate the pod's disruption budget.")
 
 
 class World:
@@ -76,7 +92,10 @@ class World:
         """Pod name -> the pod going by that name now (the latest one created)."""
         self.requests: dict[str, OpenRequest] = {}
         self.marks: list[Mark] = []
-        self.window_evictions: dict[str, dt.datetime] = {}
+        self.now = scenario.start
+        """The instant the world was last advanced to."""
+        self.webhook: Webhook | None = None
+        """The eviction webhook every eviction by someone else passes (with graceguard)."""
         self.replicas = {
             cluster.WorkloadRef(w.kind, w.namespace, w.name).key: w.replicas
             for w in scenario.workloads
@@ -116,6 +135,14 @@ class World:
             return False
         node.cordoned = True
         self.mark(now, MarkKind.CORDON, name, text=by)
+        return True
+
+    def uncordon(self, name: str, now: dt.datetime, why: str) -> bool:
+        node = self.nodes.get(name)
+        if node is None or not node.cordoned or node.end is not None:
+            return False
+        node.cordoned = False
+        self.mark(now, MarkKind.REQUEST, name, text=why)
         return True
 
     def end_node(self, name: str, now: dt.datetime, reason: str) -> bool:
@@ -198,6 +225,28 @@ class World:
             self._replace(pod, now)
         return True
 
+    def eviction_api(
+        self, pod: SimPod, now: dt.datetime, grace: int, *, by: str, username: str | None
+    ) -> Refusal | None:
+        """An eviction through the Eviction API: the webhook (when installed, for ``username``;
+        ``None`` is graceguard itself, which it admits), then the pod's PodDisruptionBudgets, as
+        the API server checks them; the pod's grace period starts when both allow. Returns
+        ``None``, or why it was refused (429)."""
+        if self.webhook is not None and username is not None:
+            refusal = self.webhook(pod, username=username, grace_seconds=grace)
+            if refusal is not None:
+                return refusal
+        kube = self.kube_pod(pod)
+        covering = [
+            b
+            for b in self.budgets()
+            if b.namespace == kube.namespace and b.selector.matches(kube.labels)
+        ]
+        if budgets.Allowances({}, {}).check(kube, covering, None) is not None:
+            return PDB_REFUSAL
+        self.sigterm(pod, now, grace, by=by, evicted=True)
+        return None
+
     def kill(self, pod: SimPod, now: dt.datetime, cause: str, *, cascade: bool = True) -> None:
         if not pod.running:
             return
@@ -244,6 +293,7 @@ class World:
     def advance(self, now: dt.datetime) -> bool:
         """Everything due at ``now``: node launches and ends, pods starting, finishing, exiting,
         killed at the end of their grace period, placed. True if anything changed."""
+        self.now = now
         changed = False
         for pod in list(self.pods):
             if pod.end is not None:
@@ -403,23 +453,20 @@ class World:
     # ---- the engine's view -------------------------------------------------------------------
 
     def snapshot(self, now: dt.datetime) -> cluster.Snapshot:
-        whole = {r.request.node for r in self.requests.values() if r.whole_node}
         nodes = tuple(
             cluster.Node(n.name, labels=dict(n.labels), unschedulable=n.cordoned)
             for n in self.alive_nodes(now)
         )
-        pods = tuple(self.kube_pod(p, daemon_ok=p.node not in whole) for p in self.running_pods())
         return cluster.Snapshot(
             nodes=nodes,
-            pods=pods,
+            pods=tuple(self.kube_pod(p) for p in self.running_pods()),
             budgets=self.budgets(),
             workloads=self._workloads,
-            window_evictions=dict(self.window_evictions),
         )
 
-    def kube_pod(self, pod: SimPod, *, daemon_ok: bool = True) -> cluster.Pod:
+    def kube_pod(self, pod: SimPod) -> cluster.Pod:
         """The pod as the API server would serve it (kept until the pod changes)."""
-        if daemon_ok and pod.kube is not None:
+        if pod.kube is not None:
             return pod.kube
         owner = pod.spec.owner
         workload = (
@@ -427,7 +474,7 @@ class World:
             if owner is not None and owner.scalable
             else None
         )
-        kube = cluster.Pod(
+        pod.kube = cluster.Pod(
             namespace=pod.namespace,
             name=pod.name,
             node=pod.node,
@@ -438,12 +485,10 @@ class World:
             labels=pod.spec.labels,
             workload=workload,
             deleting_since=pod.sigterm_at,
-            daemon=pod.daemon and daemon_ok,
+            daemon=pod.daemon,
             notice_stage=pod.notice_stage,
         )
-        if daemon_ok:
-            pod.kube = kube
-        return kube
+        return pod.kube
 
     def budgets(self) -> tuple[cluster.PodDisruptionBudget, ...]:
         """The scenario's PDBs with the status the disruption controller would compute now

@@ -151,6 +151,9 @@ class LightkubeWriter:
             Node, node, {"spec": {"unschedulable": True}}, patch_type=PatchType.MERGE
         )
 
-    async def patch_node_annotations(self, *, node: str, changes: Mapping[str, str | None]) -> None:
-        body: dict[str, Any] = {"metadata": {"annotations": dict(changes)}}
+    async def complete_disruption(self, *, request_id: str, node: str, at: dt.datetime) -> None:
+        """The request stored on the node is closed with ``graceguard.io/disruption-done-at``."""
+        body: dict[str, Any] = {
+            "metadata": {"annotations": {ann.DISRUPTION_DONE_AT: times.format_time(at)}}
+        }
         await self._client.patch(Node, node, body, patch_type=PatchType.MERGE)

@@ -15,7 +15,7 @@ import heapq
 from collections import Counter
 from collections.abc import Callable
 
-from graceguard.domain import budgets, disruption
+from graceguard.domain import disruption
 from graceguard.sim.kinds import Settings
 from graceguard.sim.scenario import ActorSpec, EventSpec
 from graceguard.sim.world import Mode, OpenRequest, World
@@ -26,9 +26,11 @@ Step = Callable[[dt.datetime], None]
 @dataclasses.dataclass(eq=False, slots=True)
 class Drain:
     """A drain as an actor does it itself: SIGTERM every pod but DaemonSet pods, with the grace
-    period capped at ``grace_cap``; through the Eviction API (PDBs honoured) until
-    ``budgets_until``, deleted regardless after it; the node goes once empty, or at
-    ``give_up_at`` whatever is left. Eviction retries happen whenever the cluster changes."""
+    period capped at ``grace_cap``; through the Eviction API (the webhook, when graceguard's is
+    installed, and PDBs) until ``budgets_until``, deleted regardless after it; the node goes once
+    empty, or at ``give_up_at`` whatever is left. Refused evictions are retried whenever the
+    cluster changes, and when the refusal said to come back. With ``evict_by``, every pod must
+    have been evicted by then, or the drain fails (``on_abort``) and the node stays."""
 
     node: str
     source: str
@@ -37,7 +39,12 @@ class Drain:
     budgets_until: dt.datetime | None = None
     give_up_at: dt.datetime | None = None
     eviction_api: bool = True
+    username: str | None = None
+    """Who evicts, as the API server authenticates it (the webhook names the source after it)."""
+    evict_by: dt.datetime | None = None
+    on_abort: Step | None = None
     done: bool = False
+    retry_at: dt.datetime | None = None
 
     def tick(self, world: World, now: dt.datetime) -> bool:
         if self.done:
@@ -54,39 +61,46 @@ class Drain:
         waiting = sorted((p for p in pods if not p.terminating), key=lambda p: p.name)
         if not waiting:
             return False
+        if self.evict_by is not None and now >= self.evict_by:
+            self.done = True
+            if self.on_abort is not None:
+                self.on_abort(now)
+            return True
         regardless = not self.eviction_api or (
             self.budgets_until is not None and now >= self.budgets_until
         )
-        pdbs = world.budgets()
-        allowances = budgets.Allowances({}, {})
+        self.retry_at = None
         changed = False
         for pod in waiting:
-            kube = world.kube_pod(pod)
-            covering = [
-                b for b in pdbs if b.namespace == kube.namespace and b.selector.matches(kube.labels)
-            ]
-            if not regardless:
-                if allowances.check(kube, covering, None) is not None:
-                    continue  # the Eviction API answers 429; retried when something changes
-                allowances.consume(kube, covering, None)
             grace = pod.spec.grace
             if self.grace_cap is not None:
                 grace = min(grace, int(self.grace_cap.total_seconds()))
-            changed = (
-                world.sigterm(
-                    pod,
-                    now,
-                    grace,
-                    by=self.source,
-                    evicted=self.eviction_api,
-                    forced=self.eviction_api and regardless,
+            if regardless:
+                changed = (
+                    world.sigterm(
+                        pod,
+                        now,
+                        grace,
+                        by=self.source,
+                        evicted=self.eviction_api,
+                        forced=self.eviction_api,
+                    )
+                    or changed
                 )
-                or changed
-            )
+                continue
+            refusal = world.eviction_api(pod, now, grace, by=self.source, username=self.username)
+            if refusal is None:
+                changed = True
+            elif refusal.retry_at is not None:
+                self.retry_at = min(self.retry_at or refusal.retry_at, refusal.retry_at)
         return changed
 
     def wake(self, now: dt.datetime) -> dt.datetime | None:
-        times = [t for t in (self.give_up_at, self.budgets_until) if t is not None and t > now]
+        times = [
+            t
+            for t in (self.give_up_at, self.budgets_until, self.evict_by, self.retry_at)
+            if t is not None and t > now
+        ]
         return min(times) if times else None
 
 
@@ -178,7 +192,7 @@ class Actor(abc.ABC):
         deadline: dt.datetime | None = None,
         hold: disruption.Hold | None = None,
         on_expire: Step | None = None,
-        whole_node: bool = False,
+        scope: disruption.Scope = disruption.Scope.NODE,
     ) -> None:
         """Hand the disruption to graceguard."""
         request = disruption.DisruptionRequest(
@@ -189,10 +203,9 @@ class Actor(abc.ABC):
             requested_at=now,
             deadline=deadline,
             hold=hold,
+            scope=scope,
         )
-        self.world.open_request(
-            OpenRequest(request, on_release, on_expire, whole_node=whole_node), now
-        )
+        self.world.open_request(OpenRequest(request, on_release, on_expire), now)
 
 
 def lifecycle_hook_hold(now: dt.datetime, heartbeat_timeout: dt.timedelta) -> disruption.Hold:

@@ -14,13 +14,17 @@ prevent CA from removing a node?", "Does CA respect GracefulTermination in scale
 - Scale-down taints the node and evicts every pod with its grace period capped at
   ``--max-graceful-termination-sec`` (default 600 s); "if the pod is not stopped within these 10
   min then the node is terminated anyway" (we delete it when empty, or after the cap plus 30 s of
-  eviction headroom).
+  eviction headroom). An eviction refused (429) is retried for ``MaxPodEvictionTime`` (2 min);
+  when a pod is still not evicted then, the scale-down fails: the taint is removed, the node
+  stays, and it is a candidate again.
 
-With graceguard the scale-down is a voluntary request: the autoscaler still does not pick nodes
-whose pods carry the projected annotation; once it picks one, graceguard's webhook refuses its
-evictions and graceguard drains the node itself (notice, each pod's own grace period, budgets),
-and the autoscaler deletes the node when graceguard reports it drained. The 10 s scan loop is not
-modelled: the autoscaler looks again whenever the cluster changes.
+With graceguard the autoscaler still does not pick nodes whose pods carry graceguard's projected
+``safe-to-evict: "false"``; when it does pick one, it drains it itself exactly as above, and every
+eviction goes through graceguard's eviction webhook (the real ``AdmissionService``, asked as
+``system:serviceaccount:kube-system:cluster-autoscaler``), which refuses protected pods, pods
+outside the windows that apply to it and pods at their workload's floor. graceguard does not (yet)
+take the drain over: an admitted eviction still gets the capped grace period and no notice. The
+10 s scan loop is not modelled: the autoscaler looks again whenever the cluster changes.
 """
 
 from __future__ import annotations
@@ -28,14 +32,16 @@ from __future__ import annotations
 import datetime as dt
 
 from graceguard.domain import annotations as ann
-from graceguard.domain import budgets, disruption
+from graceguard.domain import budgets
 from graceguard.sim.actors.base import Actor, Drain
 from graceguard.sim.marks import MarkKind
 from graceguard.sim.pods import SimPod
 from graceguard.sim.scenario import EventSpec
 
 SOURCE = "cluster-autoscaler"
+USERNAME = "system:serviceaccount:kube-system:cluster-autoscaler"
 EVICTION_HEADROOM = dt.timedelta(seconds=30)
+MAX_POD_EVICTION_TIME = dt.timedelta(minutes=2)
 
 
 class ClusterAutoscaler(Actor):
@@ -114,19 +120,23 @@ class ClusterAutoscaler(Actor):
 
     def scale_down(self, node: str, now: dt.datetime) -> None:
         self.removing.add(node)
-        end = self.end_node(node, "cluster-autoscaler deleted the node")
-        if self.guarded:
-            self.world.cordon(node, now, f"{SOURCE} (ToBeDeleted taint)")
-            self.request(node, SOURCE, now, disruption.DisruptionClass.VOLUNTARY, on_release=end)
-            return
         self.world.mark(now, MarkKind.REQUEST, node, text=f"{SOURCE} scale-down")
         self.world.cordon(node, now, f"{SOURCE} (ToBeDeleted taint)")
         self.drains.append(
             Drain(
                 node=node,
                 source=f"{SOURCE} scale-down",
-                on_done=end,
+                on_done=self.end_node(node, "cluster-autoscaler deleted the node"),
                 grace_cap=self.max_grace,
                 give_up_at=now + self.max_grace + EVICTION_HEADROOM,
+                username=USERNAME,
+                evict_by=now + MAX_POD_EVICTION_TIME,
+                on_abort=lambda at: self.scale_down_failed(node, at),
             )
         )
+
+    def scale_down_failed(self, node: str, now: dt.datetime) -> None:
+        """Not every pod could be evicted: the taint goes, the node stays and is unneeded still."""
+        self.removing.discard(node)
+        self.world.uncordon(node, now, f"{SOURCE}: scale-down failed, taint removed")
+        self.candidates[node] = None

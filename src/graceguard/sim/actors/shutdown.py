@@ -65,7 +65,7 @@ class NodeShutdown(Actor):
                 now,
                 disruption.DisruptionClass.IMMINENT,
                 deadline=now + self.agent_delay,
-                whole_node=True,
+                scope=disruption.Scope.WHOLE_NODE,
                 on_release=lambda at: self._agent_done(name, at),
             )
             self.world.schedule_node_end(name, now + self.agent_delay, "powered off")

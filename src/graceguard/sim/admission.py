@@ -1,0 +1,108 @@
+"""The eviction webhook in the simulated cluster: the real ``AdmissionService`` answers every
+eviction a simulated actor asks for, over the world as its admission state.
+
+``SimAdmission`` is the service's ``AdmissionState`` port over a ``World`` (the pod as the API
+serves it, the floors and PDBs as ``engine.admission.Facts``, the scenario's policy), and builds
+the ``AdmissionReview`` the API server would send for an eviction, so that the service parses and
+answers exactly what it does in a cluster.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+from graceguard.domain import cluster, policy
+from graceguard.engine import admission
+from graceguard.sim.eventloop import EventLoop
+from graceguard.sim.pods import SimPod
+from graceguard.sim.world import Refusal, World
+from graceguard.webhook.service import AdmissionService, Answer
+
+
+class SimAdmission:
+    """The webhook service's ``AdmissionState`` over the simulated world."""
+
+    def __init__(self, world: World, pol: policy.Policy) -> None:
+        self._world = world
+        self._policy = pol
+        self._facts: tuple[int, admission.Facts] | None = None
+
+    @property
+    def synced(self) -> bool:
+        return True
+
+    def pod(self, namespace: str, name: str) -> cluster.Pod | None:
+        found = self._world.pod(f"{namespace}/{name}")
+        return None if found is None else self._world.kube_pod(found)
+
+    async def fetch_pod(self, namespace: str, name: str) -> cluster.Pod | None:
+        return self.pod(namespace, name)
+
+    def facts(self) -> admission.Facts:
+        """Rebuilt whenever a pod started, stopped or ended since the last build."""
+        world = self._world
+        if self._facts is None or self._facts[0] != world.generation:
+            snap = world.snapshot(world.now)
+            built = admission.FactsBuilder(
+                workloads=snap.workloads, budgets=snap.budgets, owners={}, pol=self._policy
+            ).build(snap.pods)
+            self._facts = (world.generation, built)
+        return self._facts[1]
+
+    def policy(self) -> policy.Policy:
+        return self._policy
+
+
+def eviction_review(*, pod: cluster.Pod, username: str, grace_seconds: int | None) -> bytes:
+    """The ``AdmissionReview`` the API server sends for ``CREATE pods/eviction`` by ``username``."""
+    options = {} if grace_seconds is None else {"gracePeriodSeconds": grace_seconds}
+    return json.dumps(
+        {
+            "apiVersion": "admission.k8s.io/v1",
+            "kind": "AdmissionReview",
+            "request": {
+                "uid": str(uuid.uuid4()),
+                "kind": {"group": "policy", "version": "v1", "kind": "Eviction"},
+                "resource": {"group": "", "version": "v1", "resource": "pods"},
+                "subResource": "eviction",
+                "operation": "CREATE",
+                "namespace": pod.namespace,
+                "name": pod.name,
+                "userInfo": {"username": username},
+                "dryRun": False,
+                "object": {
+                    "apiVersion": "policy/v1",
+                    "kind": "Eviction",
+                    "metadata": {"name": pod.name, "namespace": pod.namespace},
+                    "deleteOptions": options,
+                },
+            },
+        }
+    ).encode()
+
+
+class SimWebhook:
+    """``World.Webhook``: each eviction an actor asks for, reviewed by the real service."""
+
+    def __init__(self, world: World, service: AdmissionService, loop: EventLoop) -> None:
+        self._world = world
+        self._service = service
+        self._loop = loop
+
+    def __call__(self, pod: SimPod, *, username: str, grace_seconds: int) -> Refusal | None:
+        body = eviction_review(
+            pod=self._world.kube_pod(pod), username=username, grace_seconds=grace_seconds
+        )
+        answer = self._loop.run(self._review(body))
+        verdict = answer.verdict
+        if verdict is not None:
+            return None if verdict.allowed else Refusal(verdict.message, verdict.until)
+        if answer.status != 200 or b'"allowed":false' in answer.body:
+            return Refusal(answer.body.decode(errors="replace"))
+        return None
+
+    async def _review(self, body: bytes) -> Answer:
+        answer = await self._service.review(body)
+        await self._service.settle()  # its report (event, ledger) lands at this instant
+        return answer

@@ -1,0 +1,156 @@
+"""The simulated cluster as the service layer's ports: what the Kubernetes adapter writes, written
+into the simulated world, so that the simulator runs the real executor (``controller.executor``).
+
+``SimCluster`` implements ``controller.ports.ClusterWriter`` and ``HoldKeeper`` the way the API
+server and the sources answer: a notice lands as the ``eviction-at`` / ``eviction-reason``
+annotations and the pod's notice stage (the ``PodEviction`` condition's reason); an eviction goes
+through the simulated Eviction API (``World.eviction_api``: budgets checked, 429 otherwise) and
+starts the pod's grace period; a deletion starts it regardless; a cordon makes the node
+unschedulable; a completed disruption lets its source go on; a heartbeat restarts a hold's
+timeout. Every event is kept (``events``) and the ones people see on the timeline become marks.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+from collections.abc import Callable, Mapping
+
+from graceguard.controller import ports
+from graceguard.domain import annotations as ann
+from graceguard.domain import notices, times
+from graceguard.engine import actions as act
+from graceguard.sim.marks import MarkKind
+from graceguard.sim.pods import SimPod
+from graceguard.sim.world import World
+
+GRACEGUARD = "graceguard"
+
+MARKS = {
+    notices.NoticeReason.PROPOSED.value: MarkKind.PROPOSED,
+    notices.NoticeReason.SCHEDULED.value: MarkKind.SCHEDULED,
+    "EvictionBlocked": MarkKind.BLOCKED,
+    "DeadlineExceeded": MarkKind.DEADLINE,
+    "InvalidAnnotation": MarkKind.WARNING,
+}
+"""Events shown on the timeline; the others (``Evicted``, ``ForcedEviction``) are marked by the
+SIGTERM they go with."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Event:
+    at: dt.datetime
+    pod: str
+    """``namespace/name``."""
+    reason: str
+    message: str
+    warning: bool
+
+
+class SimCluster:
+    """``ClusterWriter`` and ``HoldKeeper`` over a ``World`` at the simulated time ``clock()``."""
+
+    def __init__(self, world: World, *, clock: Callable[[], dt.datetime]) -> None:
+        self.world = world
+        self._clock = clock
+        self.events: list[Event] = []
+        self.changes = 0
+        """Writes that changed the world (a reconcile after them may plan differently)."""
+        self.scheduled: dict[str, dt.datetime] = {}
+        """Pod key -> when it was last told ``ScheduledEviction``."""
+
+    def _pod(self, ref: act.PodRef) -> SimPod | None:
+        return self.world.pod(ref.key)
+
+    def _changed(self, pod: SimPod) -> None:
+        pod.kube = None
+        self.changes += 1
+
+    async def post_event(
+        self, *, pod: act.PodRef, reason: str, message: str, warning: bool = False
+    ) -> None:
+        now = self._clock()
+        self.events.append(Event(now, pod.key, reason, message, warning))
+        if reason == notices.NoticeReason.SCHEDULED.value:
+            self.scheduled[pod.key] = now
+        kind = MARKS.get(reason)
+        if kind is not None:
+            found = self._pod(pod)
+            node = found.node if found is not None and kind is not MarkKind.BLOCKED else None
+            self.world.mark(now, kind, node, pod.name, message)
+
+    async def set_notice(self, *, pod: act.PodRef, notice: notices.Notice) -> None:
+        found = self._pod(pod)
+        if found is None:
+            return
+        if found.first_notice is None:
+            found.first_notice = self._clock()
+        found.notice_stage = notice.reason.value
+        found.annotations[ann.EVICTION_AT] = times.format_time(notice.eviction_at)
+        found.annotations[ann.EVICTION_REASON] = notice.source
+        self._changed(found)
+
+    async def clear_notice(self, *, pod: act.PodRef) -> None:
+        found = self._pod(pod)
+        if found is None:
+            return
+        found.notice_stage = None
+        for key in (ann.EVICTION_AT, ann.EVICTION_REASON, ann.BLOCKED_SINCE):
+            found.annotations.pop(key, None)
+        self._changed(found)
+
+    async def patch_pod_annotations(
+        self, *, pod: act.PodRef, changes: Mapping[str, str | None]
+    ) -> None:
+        found = self._pod(pod)
+        if found is None:
+            return
+        for key, value in changes.items():
+            if value is None:
+                found.annotations.pop(key, None)
+            else:
+                found.annotations[key] = value
+        self._changed(found)
+
+    async def evict(
+        self, *, pod: act.PodRef, grace_seconds: int
+    ) -> tuple[ports.EvictionResult, str]:
+        found = self._pod(pod)
+        if found is None:
+            return ports.EvictionResult.GONE, f"pods {pod.name!r} not found"
+        refusal = self.world.eviction_api(
+            found, self._clock(), grace_seconds, by=GRACEGUARD, username=None
+        )
+        if refusal is not None:
+            return ports.EvictionResult.REFUSED, refusal.message
+        self.changes += 1
+        return ports.EvictionResult.EVICTED, ""
+
+    async def delete(self, *, pod: act.PodRef, grace_seconds: int) -> bool:
+        found = self._pod(pod)
+        if found is None:
+            return False
+        if self.world.sigterm(
+            found, self._clock(), grace_seconds, by=GRACEGUARD, evicted=True, forced=True
+        ):
+            self.changes += 1
+        return True
+
+    async def cordon(self, *, node: str) -> None:
+        if self.world.cordon(node, self._clock(), GRACEGUARD):
+            self.changes += 1
+
+    async def complete_disruption(self, *, request_id: str, node: str, at: dt.datetime) -> None:
+        if self.world.release(request_id, at, "drained"):
+            self.changes += 1
+
+    # ---- HoldKeeper ----
+
+    async def heartbeat(self, *, request_id: str, node: str) -> None:
+        # Nothing in the cluster changes: like the real controller, the engine is not called
+        # again for it; its next_wakeup must cover the next heartbeat.
+        self.world.heartbeat(request_id, self._clock())
+
+    async def release(self, *, request_id: str, node: str) -> None:
+        if self.world.release(request_id, self._clock(), "drained: CONTINUE the lifecycle action"):
+            self.changes += 1

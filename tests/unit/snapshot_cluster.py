@@ -1,0 +1,121 @@
+"""The controller's ports over an in-memory ``cluster.Snapshot``, for tests that run the real
+executor without a cluster: what the Kubernetes adapter writes, applied the way the API server
+stores it (a notice as the ``eviction-at`` / ``eviction-reason`` annotations and the
+``PodEviction`` condition's reason, an eviction or deletion as a started termination, a cordon as
+``unschedulable``). It never refuses an eviction unless told to: the engine's own budget checks
+are what the tests watch."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+from collections.abc import Callable, Mapping
+
+from graceguard.controller import ports
+from graceguard.domain import annotations as ann
+from graceguard.domain import cluster, notices, times
+from graceguard.engine import actions as act
+
+
+class SnapshotCluster:
+    """``ClusterWriter`` and ``HoldKeeper`` over ``snapshot``, at the time ``clock()``."""
+
+    def __init__(self, snapshot: cluster.Snapshot, *, clock: Callable[[], dt.datetime]) -> None:
+        self.snapshot = snapshot
+        self._clock = clock
+        self.events: list[tuple[str, str, str]] = []
+        self.evictions: list[tuple[str, int]] = []
+        self.deletions: list[str] = []
+        self.completed: list[str] = []
+        self.heartbeats: list[str] = []
+        self.released: list[str] = []
+        self.refuse_evictions = False
+
+    def _update(self, ref: act.PodRef, change: Callable[[cluster.Pod], cluster.Pod]) -> bool:
+        found = False
+        pods = []
+        for pod in self.snapshot.pods:
+            if pod.key == ref.key:
+                found = True
+                pod = change(pod)  # noqa: PLW2901
+            pods.append(pod)
+        self.snapshot = dataclasses.replace(self.snapshot, pods=tuple(pods))
+        return found
+
+    async def post_event(
+        self, *, pod: act.PodRef, reason: str, message: str, warning: bool = False
+    ) -> None:
+        self.events.append((pod.key, reason, message))
+
+    async def set_notice(self, *, pod: act.PodRef, notice: notices.Notice) -> None:
+        def change(p: cluster.Pod) -> cluster.Pod:
+            annotations = {
+                **p.annotations,
+                ann.EVICTION_AT: times.format_time(notice.eviction_at),
+                ann.EVICTION_REASON: notice.source,
+            }
+            return dataclasses.replace(p, annotations=annotations, notice_stage=notice.reason.value)
+
+        self._update(pod, change)
+
+    async def clear_notice(self, *, pod: act.PodRef) -> None:
+        await self.patch_pod_annotations(
+            pod=pod,
+            changes={ann.EVICTION_AT: None, ann.EVICTION_REASON: None, ann.BLOCKED_SINCE: None},
+        )
+        self._update(pod, lambda p: dataclasses.replace(p, notice_stage=None))
+
+    async def patch_pod_annotations(
+        self, *, pod: act.PodRef, changes: Mapping[str, str | None]
+    ) -> None:
+        def change(p: cluster.Pod) -> cluster.Pod:
+            merged = dict(p.annotations)
+            for key, value in changes.items():
+                if value is None:
+                    merged.pop(key, None)
+                else:
+                    merged[key] = value
+            return dataclasses.replace(p, annotations=merged)
+
+        self._update(pod, change)
+
+    def _terminate(self, ref: act.PodRef) -> bool:
+        now = self._clock()
+        return self._update(
+            ref,
+            lambda p: (
+                p if p.deleting_since is not None else dataclasses.replace(p, deleting_since=now)
+            ),
+        )
+
+    async def evict(
+        self, *, pod: act.PodRef, grace_seconds: int
+    ) -> tuple[ports.EvictionResult, str]:
+        if self.refuse_evictions:
+            return ports.EvictionResult.REFUSED, "Cannot evict pod as it would violate the budget"
+        if not self._terminate(pod):
+            return ports.EvictionResult.GONE, "not found"
+        self.evictions.append((pod.key, grace_seconds))
+        return ports.EvictionResult.EVICTED, ""
+
+    async def delete(self, *, pod: act.PodRef, grace_seconds: int) -> bool:
+        self.deletions.append(pod.key)
+        return self._terminate(pod)
+
+    async def cordon(self, *, node: str) -> None:
+        self.snapshot = dataclasses.replace(
+            self.snapshot,
+            nodes=tuple(
+                dataclasses.replace(n, unschedulable=True) if n.name == node else n
+                for n in self.snapshot.nodes
+            ),
+        )
+
+    async def complete_disruption(self, *, request_id: str, node: str, at: dt.datetime) -> None:
+        self.completed.append(request_id)
+
+    async def heartbeat(self, *, request_id: str, node: str) -> None:
+        self.heartbeats.append(request_id)
+
+    async def release(self, *, request_id: str, node: str) -> None:
+        self.released.append(request_id)
