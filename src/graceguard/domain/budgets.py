@@ -133,6 +133,9 @@ class Allowances:
 
     pdb_allowed: dict[str, int]
     floor_allowed: dict[str, int]
+    floor_pending: dict[str, int] = dataclasses.field(default_factory=dict)
+    """Workload key -> evictions of its pods already under way that its floor's
+    ``current_healthy`` does not show yet (the webhook's admitted evictions)."""
 
     def check(
         self,
@@ -167,11 +170,13 @@ class Allowances:
                 )
         if floor is not None and pod.healthy:
             key = floor.workload.key
-            if self.floor_allowed.get(key, floor.disruptions_allowed) <= 0:
+            pending = max(0, self.floor_pending.get(key, 0))
+            if self.floor_allowed.get(key, floor.disruptions_allowed) - pending <= 0:
+                going = f", {pending} of them being evicted" if pending else ""
                 return (
                     f"{floor.workload.kind} {floor.workload.name} must keep "
                     f"{floor.desired_healthy} of {floor.replicas} replicas Ready "
-                    f"(min-available {floor.min_available}; {floor.current_healthy} Ready)"
+                    f"(min-available {floor.min_available}; {floor.current_healthy} Ready{going})"
                 )
         return None
 

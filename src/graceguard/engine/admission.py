@@ -37,9 +37,8 @@ from collections import defaultdict
 from collections.abc import Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 
-from graceguard.domain import budgets, cluster, policy, times
-from graceguard.domain import windows as win
-from graceguard.engine import projection
+from graceguard.domain import budgets, cluster, disruption, policy, times
+from graceguard.engine import decision, projection
 
 SERVICE_ACCOUNT_PREFIX = "system:serviceaccount:"
 EVICTION_API = "eviction-api"
@@ -140,47 +139,47 @@ def admit(
     if pod.start_time is None:
         return Verdict(True, Rule.NOT_STARTED, "not started yet", source, who)
     reader = reader or projection.ProtectionReader(pol.limits)
-    prot = reader.read(pod, now)
+    request = disruption.DisruptionRequest(
+        id="admission",
+        node=pod.node or "",
+        source=source,
+        disruption_class=disruption.DisruptionClass.VOLUNTARY,
+        requested_at=now,
+        scope=disruption.Scope.POD,
+        pod=pod.key,
+    )
+    d = decision.decide(
+        pod=pod, prot=reader.read(pod, now), request=request, pol=pol, now=now, notice=False
+    )
+    held = {b.rule: b for b in d.blocked_by}
     parts: list[str] = []
     rule: Rule | None = None
-    possible = now  # the earliest instant the time-bound rules allow
-    if prot.active(now):
-        assert prot.protected_until is not None
-        reason = prot.binding_reason()
-        label = f"{reason.annotation}={reason.value}" if reason else "graceguard protection"
-        possible = prot.protected_until
+    protected = held.get("protection")
+    if protected is not None:
         rule = Rule.PROTECTION
-        parts.append(f"protected by {label} until {times.format_time(possible)}")
-
-    windows = pol.windows_for(source)
-    if windows:
-        found = win.earliest_in_windows(windows, possible)
-        if found is None:
+        parts.append(protected.message)
+    window = held.get("window")
+    if window is not None:
+        rule = rule or Rule.WINDOW
+        if window.until is None:
             parts.append(f"no maintenance window for {source} ever opens")
-            return _refused(
-                rule or Rule.WINDOW, who=who, parts=parts, source=source, until=None, now=now
-            )
-        at, opening = found
-        if at > possible:
-            then = "then " if parts else ""
-            parts.append(
-                f"{then}{source} may evict only inside maintenance windows; the next opens "
-                f"{times.format_time(opening.start)}"
-            )
-            rule = rule or Rule.WINDOW
-            possible = at
-    if rule is not None:
-        return _refused(rule, who=who, parts=parts, source=source, until=possible, now=now)
-
-    if floor is not None and pod.healthy and floor.disruptions_allowed - max(0, pending) <= 0:
-        w = floor.workload
-        going = f", {pending} of them being evicted" if pending > 0 else ""
+            return _refused(rule, who=who, parts=parts, source=source, until=None, now=now)
+        assert d.opening is not None
+        then = "then " if parts else ""
         parts.append(
-            f"{w.kind} {w.name} must keep {floor.desired_healthy} of {floor.replicas} replicas "
-            f"Ready (min-available {floor.min_available}; {floor.current_healthy} Ready{going}); "
-            f"retry when another replica of {w.kind} {w.name} is Ready"
+            f"{then}{source} may evict only inside maintenance windows; the next opens "
+            f"{times.format_time(d.opening.start)}"
         )
-        return _refused(Rule.FLOOR, who=who, parts=parts, source=source, until=None, now=now)
+    if rule is not None:
+        return _refused(rule, who=who, parts=parts, source=source, until=d.eviction_at, now=now)
+
+    if floor is not None:
+        pending_of = {floor.workload.key: pending}
+        refusal = budgets.Allowances({}, {}, pending_of).check(pod, [], floor)
+        if refusal is not None:
+            w = floor.workload
+            parts.append(f"{refusal}; retry when another replica of {w.kind} {w.name} is Ready")
+            return _refused(Rule.FLOOR, who=who, parts=parts, source=source, until=None, now=now)
     return Verdict(True, Rule.UNPROTECTED, "no graceguard rule holds the pod", source, who)
 
 

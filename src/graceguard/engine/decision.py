@@ -1,5 +1,6 @@
 """When one pod may go for one disruption: the decision shared by the reconciler, ``explain``,
-``plan`` and the webhook.
+``plan`` and the webhook (``engine.admission``, which adds only who asks and the evictions it
+admitted that the cluster does not show yet).
 
 The target eviction time is the latest of: now; the end of the pod's protection; the notice lead
 after its nomination (a ScheduledEviction always comes ``noticeLead`` before a voluntary
@@ -81,15 +82,18 @@ def decide(
     phase_end: dt.datetime | None = None,
     not_before: dt.datetime | None = None,
     used_windows: frozenset[dt.datetime] = frozenset(),
+    notice: bool = True,
 ) -> PodDecision:
     """Decide when ``pod`` may go for ``request``.
 
     ``phase_end``: under a deadline, when this pod's priority phase must be over (the deadline
     minus the later phases' grace). ``not_before``: when earlier phases are expected to be gone.
-    ``used_windows``: starts of window openings the pod was already evicted in.
+    ``used_windows``: starts of window openings the pod was already evicted in. ``notice``:
+    ``False`` for an eviction that comes with no notice from graceguard (one the webhook admits
+    for another evictor): no notice lead, and no earlier notice, holds it.
     """
     blockers: list[Blocker] = []
-    lead = prot.notice_lead
+    lead = prot.notice_lead if notice else dt.timedelta(0)
     floor: dt.datetime | None = None  # the earliest time protection and phases allow
     if prot.active(now):
         assert prot.protected_until is not None
@@ -106,7 +110,7 @@ def decide(
         )
 
     stage = pod.notice_stage
-    previous = previous_notice(pod, request.source)
+    previous = previous_notice(pod, request.source) if notice else None
     if previous is not None and (floor is None or previous >= floor):
         if stage == notices.NoticeReason.SCHEDULED.value:
             target = previous  # told with its full lead; due (or overdue) at that time
