@@ -69,7 +69,7 @@ def run_mode(scenario: Scenario, mode: Mode) -> Run:
         loop.close()
 
 
-def _guard(world: World, loop: EventLoop) -> Controller:
+def install_graceguard(world: World, loop: EventLoop) -> Controller:
     """graceguard's controller and its eviction webhook, installed in ``world``."""
     pol = world.scenario.policy
     ledger = MemoryLedger()
@@ -87,7 +87,7 @@ def _guard(world: World, loop: EventLoop) -> Controller:
 
 
 def _run(scenario: Scenario, mode: Mode, world: World, loop: EventLoop) -> Run:
-    controller = _guard(world, loop) if mode is Mode.WITH else None
+    controller = install_graceguard(world, loop) if mode is Mode.WITH else None
     cast = [actors.make(spec, world, mode) for spec in scenario.actors]
     horizon = scenario.start + scenario.horizon
     now = scenario.start

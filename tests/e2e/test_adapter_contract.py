@@ -1,0 +1,252 @@
+"""The contract between the controller's two port implementations: the same sequences of engine
+actions, carried out by the real executor through the Kubernetes adapter (``LightkubeWriter``) on
+the real control plane and through the simulator's adapter (``sim.cluster.SimCluster``), leave the
+same pod annotations, notice conditions, events, evictions and deletions.
+
+The sequences are drawn by a seeded generator (the same seeds on every run, so a failure
+reproduces): a few rounds of notices, withdrawals, blocks, projections, retractions, warnings,
+deadline reports, evictions and forced deletions over three pods. No graceguard controller runs in
+this test: only the executor writes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import datetime as dt
+import random
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+import lightkube
+import pytest
+from lightkube import Client, KubeConfig
+from lightkube.resources.core_v1 import Pod
+
+import controlplane
+from graceguard.adapters.kube import writer
+from graceguard.controller import executor
+from graceguard.domain import annotations as ann
+from graceguard.domain import notices, protection
+from graceguard.engine import actions as act
+from graceguard.sim.cluster import SimCluster
+from graceguard.sim.pods import SimPod
+from graceguard.sim.scenario import read_scenario
+from graceguard.sim.world import Mode, World
+
+from . import graceguard_proc as gg
+from .conftest import NodeFactory
+from .kube import condition, get_or_none, pod, run_pod
+
+pytestmark = pytest.mark.e2e
+
+NOW = dt.datetime(2026, 11, 20, 12, 0, tzinfo=dt.UTC)
+PODS = ("p0", "p1", "p2")
+GRACE = {"p0": 45, "p1": 60, "p2": 90}
+"""Longer than the test: an evicted or deleted pod stays, terminating, to be compared."""
+WRITTEN = (
+    ann.EVICTION_AT,
+    ann.EVICTION_REASON,
+    ann.BLOCKED_SINCE,
+    ann.PROJECTED,
+    ann.CA_SAFE_TO_EVICT,
+    ann.KARPENTER_DO_NOT_DISRUPT,
+)
+SEEDS = (1, 2, 3)
+
+
+def _action(rng: random.Random, ref: act.PodRef, at: dt.datetime) -> act.Action:
+    source = rng.choice(["drain", "upgrade"])
+    kind = rng.choice(
+        ["proposed", "scheduled", "withdraw", "blocked", "project", "retract", "warn", "deadline"]
+        + ["evict", "delete"] * (1 if rng.random() < 0.3 else 0)
+    )
+    later = at + dt.timedelta(minutes=rng.choice([5, 10, 90]))
+    match kind:
+        case "proposed" | "scheduled":
+            reason = (
+                notices.NoticeReason.PROPOSED
+                if kind == "proposed"
+                else (notices.NoticeReason.SCHEDULED)
+            )
+            return act.PostNotice(ref, notices.Notice(reason, at, later, source), "r1")
+        case "withdraw":
+            return act.WithdrawNotice(ref)
+        case "blocked":
+            return act.MarkBlocked(
+                ref, at, "PodDisruptionBudget pdb allows no disruption", later, "r1"
+            )
+        case "project":
+            keys = rng.sample([k for k, _ in ann.PROJECTION], rng.randint(1, 2))
+            values = dict(ann.PROJECTION)
+            return act.ProjectProtection(ref, tuple((k, values[k]) for k in keys), tuple(keys))
+        case "retract":
+            return act.RetractProtection(ref, tuple(k for k, _ in ann.PROJECTION))
+        case "warn":
+            problem = rng.choice(["not a duration", "too large; clamped to 24h"])
+            warning = protection.AnnotationWarning(
+                ann.MIN_RUNTIME, rng.choice(["x", "99999h"]), problem
+            )
+            return act.WarnAnnotation(ref, warning)
+        case "deadline":
+            return act.ReportDeadlineExceeded(ref, "the pod needs 60s to stop", "r1")
+        case "evict":
+            return act.Evict(ref, GRACE[ref.name], source, "r1")
+        case _:
+            return act.ForceDelete(ref, GRACE[ref.name], source, "blocked for pdbMaxWait", "r1")
+
+
+def sequence(seed: int, refs: dict[str, act.PodRef]) -> list[list[act.Action]]:
+    """Rounds of actions (one executor run each), at most one eviction or deletion per pod."""
+    rng = random.Random(seed)
+    rounds: list[list[act.Action]] = []
+    stopped: set[str] = set()
+    for i in range(6):
+        at = NOW + dt.timedelta(minutes=i)
+        actions: list[act.Action] = []
+        for _ in range(rng.randint(1, 5)):
+            name = rng.choice(PODS)
+            a = _action(rng, refs[name], at)
+            if isinstance(a, act.Evict | act.ForceDelete):
+                if name in stopped:
+                    continue
+                stopped.add(name)
+            actions.append(a)
+        rounds.append(actions)
+    return rounds
+
+
+@dataclasses.dataclass(frozen=True)
+class Seen:
+    annotations: dict[str, dict[str, str]]
+    stages: dict[str, str | None]
+    events: Counter[tuple[str, str, str]]
+    terminating: dict[str, int | None]
+    """Pod -> the grace period of its termination (``None``: not terminating)."""
+
+
+def _sim_world() -> World:
+    scenario = read_scenario(
+        {
+            "name": "contract",
+            "start": NOW.isoformat(),
+            "nodes": [{"name": "n1"}],
+            "pods": [
+                # work outlasts the test: a pod asked to stop works on through its grace period
+                {
+                    "name": name,
+                    "node": "n1",
+                    "grace": GRACE[name],
+                    "work": "10h",
+                    "owner": "Job/" + name,
+                }
+                for name in PODS
+            ],
+            "actors": [{"type": "cluster-autoscaler", "events": [{"at": "5h", "node": "n1"}]}],
+        }
+    )
+    world = World(scenario, Mode.WITH)
+    world.advance(NOW)
+    return world
+
+
+def run_sim(seed: int) -> Seen:
+    world = _sim_world()
+    refs = {name: act.PodRef("default", name, f"uid-{name}") for name in PODS}
+    cluster = SimCluster(world, clock=lambda: world.now)
+    ex = executor.Executor(cluster=cluster, holds=cluster)
+    # the world stays at NOW, as the real pods stay within their grace periods while the test runs
+    for i, actions in enumerate(sequence(seed, refs)):
+        outcomes = asyncio.run(ex.run(actions, now=NOW + dt.timedelta(minutes=i)))
+        assert all(o.ok for o in outcomes), outcomes
+    pods = {p.name: p for p in world.pods}
+    return Seen(
+        annotations={n: _ours(pods[n].annotations) for n in PODS},
+        stages={n: pods[n].notice_stage for n in PODS},
+        events=Counter((e.pod.split("/")[1], e.reason, e.message) for e in cluster.events),
+        terminating={n: _grace(pods[n]) for n in PODS},
+    )
+
+
+def _grace(pod: SimPod) -> int | None:
+    """The grace period the pod was asked to stop with (``None``: not asked)."""
+    if pod.sigterm_at is None or pod.grace_end is None:
+        return None
+    return int((pod.grace_end - pod.sigterm_at).total_seconds())
+
+
+async def _run_kube(
+    kubeconfig: Any, namespace: str, rounds: Sequence[Sequence[act.Action]]
+) -> None:
+    client = lightkube.AsyncClient(KubeConfig.from_file(kubeconfig), field_manager="gg-contract")
+    try:
+        ex = executor.Executor(cluster=writer.LightkubeWriter(client, instance="contract"))
+        for i, actions in enumerate(rounds):
+            outcomes = await ex.run(actions, now=NOW + dt.timedelta(minutes=i))
+            assert all(o.ok for o in outcomes), outcomes
+    finally:
+        await client.close()
+
+
+def run_kube(
+    control_plane: controlplane.ControlPlane, kube: Client, namespace: str, node: str, seed: int
+) -> Seen:
+    refs: dict[str, act.PodRef] = {}
+    for name in PODS:
+        spec = pod(name, grace_seconds=GRACE[name], node_name=node)
+        started = run_pod(kube, namespace, spec)
+        assert started.metadata is not None and started.metadata.uid is not None
+        refs[name] = act.PodRef(namespace, name, started.metadata.uid)
+    asyncio.run(_run_kube(control_plane.kubeconfig, namespace, sequence(seed, refs)))
+    annotations: dict[str, dict[str, str]] = {}
+    stages: dict[str, str | None] = {}
+    terminating: dict[str, int | None] = {}
+    for name in PODS:
+        found = get_or_none(kube, Pod, name, namespace)
+        assert found is not None and found.metadata is not None, f"{name} is gone too early"
+        annotations[name] = _ours(found.metadata.annotations or {})
+        stages[name] = next(
+            (
+                c.reason
+                for c in (found.status.conditions or [] if found.status else [])
+                if c.type == "PodEviction"
+            ),
+            None,
+        )
+        assert stages[name] is None or condition(found, "PodEviction") == "True"
+        terminating[name] = (
+            found.metadata.deletionGracePeriodSeconds
+            if found.metadata.deletionTimestamp is not None
+            else None
+        )
+    events = Counter(
+        (name, str(e.reason), str(e.message))
+        for name in PODS
+        for e in gg.events(kube, namespace, name)
+        if e.source is not None and e.source.component == writer.COMPONENT
+    )
+    return Seen(annotations, stages, events, terminating)
+
+
+def _ours(annotations: dict[str, str]) -> dict[str, str]:
+    return {k: v for k, v in annotations.items() if k in WRITTEN}
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_the_kubernetes_and_simulator_adapters_leave_the_same_cluster(
+    control_plane: controlplane.ControlPlane,
+    kube: Client,
+    namespace: str,
+    kwok_nodes: NodeFactory,
+    seed: int,
+) -> None:
+    node = gg.node_name(kwok_nodes("a"))
+    real = run_kube(control_plane, kube, namespace, node, seed)
+    simulated = run_sim(seed)
+    assert real.annotations == simulated.annotations
+    assert real.stages == simulated.stages
+    assert real.terminating == simulated.terminating
+    assert real.events == simulated.events
+    # the sequences do exercise the cluster: something was written on every run
+    assert any(real.annotations.values()) or any(real.terminating.values())
