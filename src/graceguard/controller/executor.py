@@ -88,7 +88,7 @@ class Executor:
             log.warning("action %s failed: %s", type(action).__name__, err)
             return Outcome(action, False, str(err))
 
-    async def _one(self, action: act.Action, now: dt.datetime) -> str:
+    async def _one(self, action: act.Action, now: dt.datetime) -> str:  # noqa: C901, PLR0911, PLR0912 - one case per action kind
         c = self._cluster
         match action:
             case act.Cordon(node=node):
@@ -101,58 +101,12 @@ class Executor:
             case act.WithdrawNotice(pod=pod):
                 await c.clear_notice(pod=pod)
                 return "withdrawn"
-            case act.MarkBlocked(pod=pod, since=since, message=message, force_at=force_at):
-                await c.patch_pod_annotations(
-                    pod=pod, changes={ann.BLOCKED_SINCE: times.format_time(since)}
-                )
-                forced = f"; it will be forced at {times.format_time(force_at)}" if force_at else ""
-                await c.post_event(
-                    pod=pod, reason="EvictionBlocked", message=f"{message}{forced}", warning=True
-                )
-                return "blocked"
-            case act.Evict(pod=pod, grace_seconds=grace, source=source, window=window):
-                if self.refused_recently(pod, now):
-                    return "backing off"
-                if self._recorder is not None:
-                    await self._recorder.before_eviction(action=action)
-                result, message = await c.evict(pod=pod, grace_seconds=grace)
-                if result is ports.EvictionResult.REFUSED:
-                    first = pod.key not in self._refused
-                    self._refused[pod.key] = now
-                    if first:
-                        await c.post_event(
-                            pod=pod,
-                            reason="EvictionBlocked",
-                            message=f"the Eviction API refused: {message}",
-                            warning=True,
-                        )
-                    return "refused"
-                self._refused.pop(pod.key, None)
-                self._remember_window(pod, window, now)
-                if result is ports.EvictionResult.EVICTED:
-                    await c.post_event(
-                        pod=pod,
-                        reason="Evicted",
-                        message=f"Evicted by graceguard with its grace period of {grace}s, "
-                        f"reason: {source}",
-                    )
-                return result.value
-            case act.ForceDelete(
-                pod=pod, grace_seconds=grace, source=source, reason=reason, window=window
-            ):
-                if self._recorder is not None:
-                    await self._recorder.before_eviction(action=action)
-                await c.post_event(
-                    pod=pod,
-                    reason="ForcedEviction",
-                    message=f"Deleted past its budget with its grace period of {grace}s "
-                    f"({durations.format_duration(dt.timedelta(seconds=grace))}), "
-                    f"reason: {source}: {reason}",
-                    warning=True,
-                )
-                deleted = await c.delete(pod=pod, grace_seconds=grace)
-                self._remember_window(pod, window, now)
-                return "deleted" if deleted else "gone"
+            case act.MarkBlocked():
+                return await self._mark_blocked(action)
+            case act.Evict():
+                return await self._evict(action, now)
+            case act.ForceDelete():
+                return await self._force_delete(action, now)
             case act.ReportDeadlineExceeded(pod=pod, message=message):
                 await c.post_event(
                     pod=pod, reason="DeadlineExceeded", message=message, warning=True
@@ -168,18 +122,8 @@ class Executor:
                     pod=pod, changes={key: None for key in (*remove, ann.PROJECTED)}
                 )
                 return "retracted"
-            case act.WarnAnnotation(pod=pod, warning=w):
-                key = (pod.uid or pod.key, w.annotation, w.value)
-                if key in self._warned:
-                    return "already warned"
-                self._warned.add(key)
-                await c.post_event(
-                    pod=pod,
-                    reason="InvalidAnnotation",
-                    message=f"{w.annotation}={w.value!r}: {w.problem}",
-                    warning=True,
-                )
-                return "warned"
+            case act.WarnAnnotation():
+                return await self._warn(action)
             case act.ExtendHold(request_id=request_id, node=node):
                 await self._hold_keeper(action).heartbeat(request_id=request_id, node=node)
                 return "heartbeat sent"
@@ -191,6 +135,77 @@ class Executor:
                 await c.complete_disruption(request_id=request_id, node=node, at=now)
                 return "completed"
         return "unknown action"
+
+    async def _mark_blocked(self, action: act.MarkBlocked) -> str:
+        pod, force_at = action.pod, action.force_at
+        await self._cluster.patch_pod_annotations(
+            pod=pod, changes={ann.BLOCKED_SINCE: times.format_time(action.since)}
+        )
+        forced = f"; it will be forced at {times.format_time(force_at)}" if force_at else ""
+        await self._cluster.post_event(
+            pod=pod, reason="EvictionBlocked", message=f"{action.message}{forced}", warning=True
+        )
+        return "blocked"
+
+    async def _evict(self, action: act.Evict, now: dt.datetime) -> str:
+        pod, grace, c = action.pod, action.grace_seconds, self._cluster
+        if self.refused_recently(pod, now):
+            return "backing off"
+        if self._recorder is not None:
+            await self._recorder.before_eviction(action=action)
+        result, message = await c.evict(pod=pod, grace_seconds=grace)
+        if result is ports.EvictionResult.REFUSED:
+            first = pod.key not in self._refused
+            self._refused[pod.key] = now
+            if first:
+                await c.post_event(
+                    pod=pod,
+                    reason="EvictionBlocked",
+                    message=f"the Eviction API refused: {message}",
+                    warning=True,
+                )
+            return "refused"
+        self._refused.pop(pod.key, None)
+        self._remember_window(pod, action.window, now)
+        if result is ports.EvictionResult.EVICTED:
+            await c.post_event(
+                pod=pod,
+                reason="Evicted",
+                message=f"Evicted by graceguard with its grace period of {grace}s, "
+                f"reason: {action.source}",
+            )
+        return result.value
+
+    async def _force_delete(self, action: act.ForceDelete, now: dt.datetime) -> str:
+        pod, grace = action.pod, action.grace_seconds
+        if self._recorder is not None:
+            await self._recorder.before_eviction(action=action)
+        await self._cluster.post_event(
+            pod=pod,
+            reason="ForcedEviction",
+            message=f"Deleted past its budget with its grace period of {grace}s "
+            f"({durations.format_duration(dt.timedelta(seconds=grace))}), "
+            f"reason: {action.source}: {action.reason}",
+            warning=True,
+        )
+        deleted = await self._cluster.delete(pod=pod, grace_seconds=grace)
+        self._remember_window(pod, action.window, now)
+        return "deleted" if deleted else "gone"
+
+    async def _warn(self, action: act.WarnAnnotation) -> str:
+        """Each distinct warning once per pod (the engine reports it on every reconcile)."""
+        pod, w = action.pod, action.warning
+        key = (pod.uid or pod.key, w.annotation, w.value)
+        if key in self._warned:
+            return "already warned"
+        self._warned.add(key)
+        await self._cluster.post_event(
+            pod=pod,
+            reason="InvalidAnnotation",
+            message=f"{w.annotation}={w.value!r}: {w.problem}",
+            warning=True,
+        )
+        return "warned"
 
     def _hold_keeper(self, action: act.ExtendHold | act.CompleteHold) -> ports.HoldKeeper:
         if self._holds is None:
