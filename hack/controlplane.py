@@ -616,7 +616,7 @@ def _wait(what: str, check: Callable[[], bool], timeout: float, cp: ControlPlane
     )
 
 
-def start(workdir: Path, *, detach: bool = False, timeout: float = 60.0) -> ControlPlane:
+def start(workdir: Path, *, detach: bool = False, timeout: float = 60.0) -> ControlPlane:  # noqa: PLR0915 - the control plane's parts started in order
     """Start etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok."""
     if not is_fully_built():
         raise ControlPlaneError("control plane not built: run `make cluster-build`")
@@ -867,7 +867,7 @@ def _named_workdir(name: str) -> Path:
     return cache_root() / "clusters" / name
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:  # noqa: PLR0911 - one exit code per subcommand
     parser = argparse.ArgumentParser(prog="controlplane", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("build", help="build the binaries if they are not cached")

@@ -56,7 +56,7 @@ WRITTEN = (
 SEEDS = (1, 2, 3)
 
 
-def _action(rng: random.Random, ref: act.PodRef, at: dt.datetime) -> act.Action:
+def _action(rng: random.Random, ref: act.PodRef, at: dt.datetime) -> act.Action:  # noqa: PLR0911 - one return per action kind drawn
     source = rng.choice(["drain", "upgrade"])
     kind = rng.choice(
         ["proposed", "scheduled", "withdraw", "blocked", "project", "retract", "warn", "deadline"]

@@ -155,7 +155,7 @@ def _start(argv: list[str], env: dict[str, str], log: pathlib.Path, cwd: pathlib
 
 
 @contextlib.contextmanager
-def installed(
+def installed(  # noqa: PLR0915 - the chart's webhook resources applied in order
     control_plane: controlplane.ControlPlane,
     kube: Client,
     namespace: str,

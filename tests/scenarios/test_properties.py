@@ -174,7 +174,7 @@ ANNOTATIONS = [
 
 
 @st.composite
-def scenarios(draw: st.DrawFn) -> dict[str, Any]:
+def scenarios(draw: st.DrawFn) -> dict[str, Any]:  # noqa: C901, PLR0912 - a strategy drawing each field of a scenario
     """Valid scenarios of every actor kind, small enough to run in milliseconds."""
     nodes = [
         {

@@ -156,7 +156,7 @@ def _replacement(old: cluster.Pod, name: str, node: str, now: dt.datetime) -> cl
     )
 
 
-def _advance_world(
+def _advance_world(  # noqa: C901 - the other actors, one after the other
     world: World,
     snap: cluster.Snapshot,
     now: dt.datetime,
@@ -246,7 +246,7 @@ def run(world: World) -> History:
         return _run(world, loop)
 
 
-def _run(world: World, loop: asyncio.Runner) -> History:
+def _run(world: World, loop: asyncio.Runner) -> History:  # noqa: C901, PLR0912, PLR0915 - the driver loop, whole in one place
     history = History(world)
     snap = world.snapshot
     now = world.start
@@ -385,7 +385,7 @@ def pods_for(
 
 
 @st.composite
-def worlds(draw: st.DrawFn, *, classes: Sequence[disruption.DisruptionClass] = ()) -> World:
+def worlds(draw: st.DrawFn, *, classes: Sequence[disruption.DisruptionClass] = ()) -> World:  # noqa: C901 - a strategy drawing each part of a world
     """A cluster of three nodes (and a spare), a policy and one to three requests."""
     start = draw(st.sampled_from(BASE_DAYS)) + dt.timedelta(
         minutes=draw(st.integers(0, 24 * 60 - 1))

@@ -137,7 +137,7 @@ class Allowances:
     """Workload key -> evictions of its pods already under way that its floor's
     ``current_healthy`` does not show yet (the webhook's admitted evictions)."""
 
-    def check(
+    def check(  # noqa: PLR0911 - one answer per budget rule, in the Eviction API's order
         self,
         pod: cluster.Pod,
         pdbs: list[cluster.PodDisruptionBudget],

@@ -126,7 +126,7 @@ class LabelSelector:
     match_expressions: tuple[SelectorRequirement, ...] = ()
     match_nothing: bool = False
 
-    def matches(self, labels: Mapping[str, str]) -> bool:
+    def matches(self, labels: Mapping[str, str]) -> bool:  # noqa: C901, PLR0911 - one case per label-selector operator
         if self.match_nothing:
             return False
         for k, v in self.match_labels.items():

@@ -299,7 +299,7 @@ def attribute(obs: Observation, *, started_at: dt.datetime) -> Attribution:
     return attribution
 
 
-def _attribute(obs: Observation, events: tuple[ObservedEvent, ...]) -> Attribution:
+def _attribute(obs: Observation, events: tuple[ObservedEvent, ...]) -> Attribution:  # noqa: PLR0911 - one attribution per kind of evidence, strongest first
     if obs.eviction is not None:
         ev = obs.eviction
         return Attribution(

@@ -113,7 +113,7 @@ def format_wait(wait: dt.timedelta) -> str:
     return out
 
 
-def admit(
+def admit(  # noqa: PLR0911 - one answer per rule, in the order the docstring lists them
     *,
     pod: cluster.Pod,
     pol: policy.Policy,

@@ -94,20 +94,7 @@ def decide(
     """
     blockers: list[Blocker] = []
     lead = prot.notice_lead if notice else dt.timedelta(0)
-    floor: dt.datetime | None = None  # the earliest time protection and phases allow
-    if prot.active(now):
-        assert prot.protected_until is not None
-        floor = prot.protected_until
-        reason = prot.binding_reason()
-        label = f"{reason.annotation}={reason.value}" if reason else "protection"
-        blockers.append(
-            Blocker("protection", f"protected by {label} until {times.format_time(floor)}", floor)
-        )
-    if not_before is not None and not_before > now and (floor is None or not_before > floor):
-        floor = not_before
-        blockers.append(
-            Blocker("phase", "waiting for pods of earlier priority phases to leave the node", floor)
-        )
+    floor = _floor(prot, now=now, not_before=not_before, blockers=blockers)
 
     stage = pod.notice_stage
     previous = previous_notice(pod, request.source) if notice else None
@@ -129,34 +116,15 @@ def decide(
     if request.disruption_class is disruption.DisruptionClass.VOLUNTARY:
         windows = pol.windows_for(request.source)
         if windows:
-            # An overdue eviction (told, then held by a budget) happens now, not at its planned
-            # time: it needs a window open now, else it moves to the next one.
-            probe = max(target, now)
-            found = win.earliest_in_windows(windows, probe, skip=used_windows)
-            if found is None:
-                blockers.append(Blocker("window", "no maintenance window ever opens", None))
-            else:
-                at, opening = found
-                if at > probe:
-                    blockers.append(
-                        Blocker(
-                            "window",
-                            f"outside maintenance windows; the next opens "
-                            f"{times.format_time(opening.start)}",
-                            at,
-                        )
-                    )
-                    fresh = whole_second(now + lead)
-                    if (
-                        previous is not None
-                        and stage == notices.NoticeReason.SCHEDULED.value
-                        and at < fresh
-                    ):
-                        # A moved eviction needs a fresh full notice, and still a window: the
-                        # first one open at or after the notice runs out.
-                        again = win.earliest_in_windows(windows, fresh, skip=used_windows)
-                        at, opening = again if again is not None else (fresh, opening)
-                    target = at
+            moved = previous is not None and stage == notices.NoticeReason.SCHEDULED.value
+            target, opening = _in_window(
+                windows,
+                target=target,
+                now=now,
+                fresh=whole_second(now + lead) if moved else None,
+                used=used_windows,
+                blockers=blockers,
+            )
 
     latest: dt.datetime | None = None
     exceeded = False
@@ -189,3 +157,66 @@ def decide(
         deadline_exceeded=exceeded,
         renominate=previous != target,
     )
+
+
+def _floor(
+    prot: protection.Protection,
+    *,
+    now: dt.datetime,
+    not_before: dt.datetime | None,
+    blockers: list[Blocker],
+) -> dt.datetime | None:
+    """The earliest time protection and earlier priority phases allow (``None``: now)."""
+    floor: dt.datetime | None = None
+    if prot.active(now):
+        assert prot.protected_until is not None
+        floor = prot.protected_until
+        reason = prot.binding_reason()
+        label = f"{reason.annotation}={reason.value}" if reason else "protection"
+        blockers.append(
+            Blocker("protection", f"protected by {label} until {times.format_time(floor)}", floor)
+        )
+    if not_before is not None and not_before > now and (floor is None or not_before > floor):
+        floor = not_before
+        blockers.append(
+            Blocker("phase", "waiting for pods of earlier priority phases to leave the node", floor)
+        )
+    return floor
+
+
+def _in_window(
+    windows: tuple[win.MaintenanceWindow, ...],
+    *,
+    target: dt.datetime,
+    now: dt.datetime,
+    fresh: dt.datetime | None,
+    used: frozenset[dt.datetime],
+    blockers: list[Blocker],
+) -> tuple[dt.datetime, win.Opening | None]:
+    """The eviction time moved into the first window opening at or after ``target`` that the pod
+    was not evicted in, and that opening (a ``window`` blocker added when it moves).
+
+    An overdue eviction (told, then held by a budget) happens now, not at its planned time: it
+    needs a window open now, else it moves to the next one. ``fresh``: for a pod already told
+    its ``ScheduledEviction``, when a fresh full notice would run out; a moved eviction needs that
+    notice, and still a window.
+    """
+    probe = max(target, now)
+    found = win.earliest_in_windows(windows, probe, skip=used)
+    if found is None:
+        blockers.append(Blocker("window", "no maintenance window ever opens", None))
+        return target, None
+    at, opening = found
+    if at <= probe:
+        return target, opening
+    blockers.append(
+        Blocker(
+            "window",
+            f"outside maintenance windows; the next opens {times.format_time(opening.start)}",
+            at,
+        )
+    )
+    if fresh is not None and at < fresh:
+        again = win.earliest_in_windows(windows, fresh, skip=used)
+        at, opening = again if again is not None else (fresh, opening)
+    return at, opening

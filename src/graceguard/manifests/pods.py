@@ -54,7 +54,7 @@ def _int(value: object, field: str, default: int) -> int:
     return value
 
 
-def pod_from_manifest(doc: object) -> cluster.Pod:
+def pod_from_manifest(doc: object) -> cluster.Pod:  # noqa: C901, PLR0912, PLR0915 - one step per field read, each naming its field on error
     """Read a Pod as the API serves it (``metadata``, ``spec``, ``status``)."""
     if not isinstance(doc, Mapping):
         raise ManifestError("<document>", "expected a Pod manifest (a mapping)")

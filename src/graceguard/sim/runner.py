@@ -86,7 +86,7 @@ def install_graceguard(world: World, loop: EventLoop) -> Controller:
     return Controller(world, pol, cluster=cluster, ledger=ledger, loop=loop)
 
 
-def _run(scenario: Scenario, mode: Mode, world: World, loop: EventLoop) -> Run:
+def _run(scenario: Scenario, mode: Mode, world: World, loop: EventLoop) -> Run:  # noqa: C901 - the discrete-event loop, whole in one place
     controller = install_graceguard(world, loop) if mode is Mode.WITH else None
     cast = [actors.make(spec, world, mode) for spec in scenario.actors]
     horizon = scenario.start + scenario.horizon

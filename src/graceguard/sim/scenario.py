@@ -296,7 +296,7 @@ def _owner(d: Doc) -> Owner | None:
     return Owner(kind, name)
 
 
-def _pods(top: Doc, node_names: set[str]) -> tuple[PodSpec, ...]:
+def _pods(top: Doc, node_names: set[str]) -> tuple[PodSpec, ...]:  # noqa: C901, PLR0912 - one step per field read, each naming its field on error
     found: list[PodSpec] = []
     paths: list[str] = []
     uses: list[tuple[str, str, str]] = []  # (path, pod name, used name)

@@ -123,7 +123,7 @@ def view(result: ScenarioRun) -> tuple[dt.datetime, dt.datetime]:
     return start, end
 
 
-def _panel(run: Run, title: str, start: dt.datetime, end: dt.datetime) -> Panel:
+def _panel(run: Run, title: str, start: dt.datetime, end: dt.datetime) -> Panel:  # noqa: C901, PLR0912 - one branch per kind of mark drawn
     world = run.world
     rows: list[Row] = []
     bars: list[Bar] = []

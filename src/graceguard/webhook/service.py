@@ -130,7 +130,7 @@ class AdmissionService:
 
     # ---- one review ----
 
-    async def review(self, body: bytes) -> Answer:
+    async def review(self, body: bytes) -> Answer:  # noqa: PLR0911 - one answer per outcome of a review
         try:
             rev = reviews.parse(body)
         except reviews.ReviewError as err:
