@@ -3,7 +3,8 @@
 What tests/unit/test_crd.py cannot check offline: that the apiserver takes the CRD (a structural
 schema, CEL rules that compile within their cost budget), that ``kubectl explain`` prints its
 descriptions, that it refuses malformed policies (OpenAPI and CEL alike, with the same sample
-documents as the unit test), applies the defaults, and stores the status the controller writes;
+documents as the unit test; a bad cron schedule with the message the controller would give),
+applies the defaults, and stores the status the controller writes (``inForce`` included);
 and that the chart's rendered objects (``out/chart.yaml`` from ``make chart``) are accepted, with
 RBAC that grants the controller what it needs and nothing else.
 """
@@ -23,11 +24,14 @@ import controlplane
 from unit.test_crd import (
     CEL_ONLY,
     CONTROLLER_ONLY,
+    CRON_CEL,
     FIELDS,
     INVALID,
     SCHEMA_STRICTER,
     VALID,
+    cel_schedule_messages,
     document,
+    window,
 )
 
 from .kube import wait_until
@@ -127,6 +131,21 @@ def test_cel_rules_refuse_what_patterns_cannot(
     assert "must" in err, err  # the rule's message, not a rule evaluation error
 
 
+@pytest.mark.parametrize("name", CRON_CEL)
+def test_the_apiserver_refuses_bad_cron_naming_the_field(
+    crd: controlplane.ControlPlane, tmp_path: pathlib.Path, name: str
+) -> None:
+    """The schedule's CEL rules compile within the cost budget (the CRD was taken), and a bad
+    schedule is refused with the field's path and each broken rule's message, the ones the unit
+    test computes offline."""
+    schedule, _message = CRON_CEL[name]
+    ok, err = create(crd, tmp_path, document(window(schedule)), dry_run=True)
+    assert not ok
+    assert "spec.maintenanceWindows[0].schedule" in err, err
+    for message in cel_schedule_messages(schedule):
+        assert message in err, err
+
+
 @pytest.fixture
 def policy_name(crd: controlplane.ControlPlane) -> Iterator[str]:
     name = f"e2e-{secrets.token_hex(3)}"  # not "default": a controller under test ignores it
@@ -165,6 +184,22 @@ def test_defaults_status_and_printer_columns(
         "-p",
         json.dumps(patch),
     )
+    # status.inForce as policy_status writes it once a spec is accepted: the whole status in one
+    # JSON patch, the spec kept as it was (a null floor included).
+    in_force = {"generation": 1, "spec": {"noticeLead": "4s", "defaultMinAvailable": None}}
+    status = {**patch["status"], "inForce": in_force}
+    run(
+        crd,
+        "patch",
+        "dpol",
+        policy_name,
+        "--subresource=status",
+        "--type=json",
+        "-p",
+        json.dumps([{"op": "add", "path": "/status", "value": status}]),
+    )
+    stored = json.loads(run(crd, "get", "dpol", policy_name, "-o", "json"))
+    assert stored["status"]["inForce"] == in_force
     table = run(crd, "get", "dpol", policy_name, "--no-headers")
     assert table.split()[:3] == [policy_name, "True", "10m"]
     # The main resource ignores a status change (the status subresource owns it).

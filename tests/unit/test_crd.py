@@ -7,8 +7,8 @@ documents. The OpenAPI part is checked here with ``jsonschema`` (draft 4, which 
 schema object is built on, after translating ``nullable`` and ``x-kubernetes-int-or-string``, and
 with ``additionalProperties: false`` standing in for the strict field validation ``kubectl``
 asks for; without it the apiserver drops unknown fields, and it drops a ``null`` given to a
-field that is not ``nullable``, so such a field reads as omitted). CEL cannot be evaluated
-offline; these are the CEL rules, which tests/e2e/test_crd.py checks on a real apiserver:
+field that is not ``nullable``, so such a field reads as omitted). CEL in general cannot be
+evaluated offline; these are the CEL rules, which tests/e2e/test_crd.py checks on a real apiserver:
 
 - ``maxProtection``, ``maxMinRuntime``, ``pdbMaxWait``, ``maintenanceWindows[].duration``:
   ``duration(self) > duration('0s')`` (positive; also refuses a duration too large for Go).
@@ -18,9 +18,15 @@ offline; these are the CEL rules, which tests/e2e/test_crd.py checks on a real a
   embeds the tz database).
 - ``priorityPhases``: ``self.map(p, p.minPriority).isSorted() && self.all(a, self.exists_one(b,
   b.minPriority == a.minPriority))`` (strictly increasing).
+- ``maintenanceWindows[].schedule``: ``policy.SCHEDULE_RULES``, word for word: each cron field in
+  its range, no range from a value to itself, no day none of the months has. These ARE evaluated
+  here (``cel_offline``): a ``self.matches(r'...')`` rule with Python's ``re`` on the rule's own
+  regex (written in the common subset of RE2 and ``re``), the range rule (``findAll``) through
+  its Python twin, which the rule's text selects.
 
-What neither can check (a cron expression that is well-formed but wrong or never fires) is the
-controller's to report, as condition Accepted False with reason InvalidSpec.
+What none of these refuse (a never-firing schedule written with a range of months, such as
+``0 0 31 4-6/2 *``) is the controller's to report: condition Accepted False with reason
+InvalidSpec, and a Warning event InvalidPolicy.
 """
 
 from __future__ import annotations
@@ -114,6 +120,43 @@ def walk(node: Mapping[str, Any], path: str) -> Iterator[tuple[str, Mapping[str,
 
 def cel_rules(node: Mapping[str, Any]) -> list[str]:
     return [" ".join(v["rule"].split()) for v in node.get("x-kubernetes-validations", [])]
+
+
+SCHEDULE: dict[str, Any] = FIELDS["maintenanceWindows"]["items"]["properties"]["schedule"]
+_MATCHES = re.compile(r"^(!?)self\.matches\(r'([^']*)'\)$")
+
+
+def cel_offline(rule: str, value: str) -> bool:
+    """Evaluate one of the schedule's CEL rules on ``value`` without an apiserver."""
+    m = _MATCHES.match(rule)
+    if m is not None:
+        found = re.search(m.group(2), value, flags=re.ASCII) is not None
+        return not found if m.group(1) else found
+    twins = {r.rule: r.holds for r in policy.SCHEDULE_RULES}
+    assert rule in twins, f"no offline evaluation for CEL rule {rule!r}"
+    return twins[rule](value)
+
+
+def cel_schedule_messages(value: str) -> list[str]:
+    """The messages of the schedule's CEL rules that ``value`` breaks, as the apiserver lists
+    them (it evaluates them only on a string the OpenAPI part let through)."""
+    return [
+        v["message"]
+        for v in SCHEDULE.get("x-kubernetes-validations", [])
+        if not cel_offline(v["rule"], value)
+    ]
+
+
+def cel_errors(spec: Mapping[str, Any]) -> list[str]:
+    """The schedule rules' verdict on every window of a spec."""
+    found = []
+    for i, window in enumerate(spec.get("maintenanceWindows") or []):
+        schedule = window.get("schedule") if isinstance(window, Mapping) else None
+        if isinstance(schedule, str):
+            found += [
+                f"maintenanceWindows[{i}].schedule: {m}" for m in cel_schedule_messages(schedule)
+            ]
+    return found
 
 
 # ---- the CRD's shape ----
@@ -280,6 +323,19 @@ VALID: dict[str, dict[str, Any]] = {
         ]
     },
     "one phase": {"priorityPhases": [{"name": "all", "minPriority": 0}]},
+    "cron forms": {
+        "maintenanceWindows": [
+            {"schedule": "0 22-4 * * mon-fri", "duration": "1h"},  # a range past midnight
+            {"schedule": "*/15 0-6/2 L * ?", "duration": "1h"},
+            {"schedule": "00 02 1,15 JAN-Mar,oct *", "duration": "1h"},
+            {"schedule": "0 0 29 2 *", "duration": "1h"},  # leap years
+            {"schedule": "0 0 31 2 1", "duration": "1h"},  # or a Monday in February
+            {"schedule": "0 0 30 feb,mar *", "duration": "1h"},
+            {"schedule": "0 0 31 2/5 *", "duration": "1h"},  # 2, 7, 12: July and December
+            {"schedule": "  59 23 31 dec 0,7  ", "duration": "1h"},
+            {"schedule": "0\t2 * * *", "duration": "1h"},
+        ]
+    },
 }
 
 INVALID: dict[str, dict[str, Any]] = {
@@ -360,12 +416,46 @@ CEL_ONLY: dict[str, tuple[dict[str, Any], str]] = {
     ),
 }
 
+
+def window(schedule: str) -> dict[str, Any]:
+    return {"maintenanceWindows": [{"schedule": schedule, "duration": "4h"}]}
+
+
+CRON_CEL: dict[str, tuple[str, str]] = {
+    # Refused by the schedule's CEL rules (evaluated here offline) and, with the same message, by
+    # the Python reader: (schedule, the start of the message).
+    "minute out of range": ("99 * * * *", "the minute (1st field) must be"),
+    "minute 60": ("60 2 * * *", "the minute (1st field) must be"),
+    "hour 24": ("0 24 * * *", "the hour (2nd field) must be"),
+    "day 0": ("0 0 0 * *", "the day of the month (3rd field) must be"),
+    "day 32": ("0 0 32 * *", "the day of the month (3rd field) must be"),
+    "month 13": ("0 0 * 13 *", "the month (4th field) must be"),
+    "month 0 in a list": ("0 0 * 1,0 *", "the month (4th field) must be"),
+    "weekday 8": ("0 0 * * 8", "the day of the week (5th field) must be"),
+    "weekday in words": ("0 0 * * monday", "the day of the week (5th field) must be"),
+    "zero step": ("*/0 * * * *", "the minute (1st field) must be"),
+    "nth weekday": ("0 0 * * 5#3", "the day of the week (5th field) must be"),
+    "nearest weekday": ("0 0 15W * *", "the day of the month (3rd field) must be"),
+    "hash": ("H * * * *", "the minute (1st field) must be"),
+    "words": ("a b c d e", "the minute (1st field) must be"),
+    "february 31": ("0 0 31 2 *", "never fires"),
+    "february 30": ("0 0 30 feb *", "never fires"),
+    "february 30 and 31": ("0 0 30,31 2 ?", "never fires"),
+    "30 to 31 of february": ("0 0 30-31 2 *", "never fires"),
+    "31 in short months": ("0 0 31 apr,6,SEP,11 *", "never fires"),
+    "31 every 7th month from february": ("0 0 31 2/7 *", "never fires"),  # 2, 9
+    "31 with any weekday": ("0 0 31 2 1,*", "never fires"),
+    "month range to itself": ("0 2 * 2-2 *", "a range from a value to itself"),
+    "minute range to itself": ("0-0 * * * *", "a range from a value to itself"),
+    "names to themselves": ("0 2 * feb-FEB *", "a range from a value to itself"),
+    "leading zero to itself": ("0 05-5 * * *", "a range from a value to itself"),
+}
+
 CONTROLLER_ONLY: dict[str, dict[str, Any]] = {
-    # Well-formed to the apiserver; refused by the Python reader, so the controller reports
-    # Accepted False, reason InvalidSpec, naming the field.
-    "cron never fires": {"maintenanceWindows": [{"schedule": "0 0 30 2 *", "duration": "4h"}]},
-    "cron out of range": {"maintenanceWindows": [{"schedule": "99 * * * *", "duration": "4h"}]},
-    "cron words": {"maintenanceWindows": [{"schedule": "a b c d e", "duration": "4h"}]},
+    # Well-formed to the apiserver, CEL rules included; refused by the Python reader (croniter),
+    # so the controller reports Accepted False, reason InvalidSpec, naming the field.
+    "never fires with a range of months": window("0 0 31 4-6/2 *"),
+    "never fires with a wrapping range": window("0 0 31 11-4/5 *"),  # 11, 4
 }
 
 SCHEMA_STRICTER: dict[str, dict[str, Any]] = {
@@ -390,6 +480,7 @@ def test_valid_documents_pass_both(name: str) -> None:
     spec = VALID[name]
     assert python_errors(spec) == []
     assert schema_errors(spec) == []
+    assert cel_errors(spec) == []
 
 
 @pytest.mark.parametrize("name", INVALID)
@@ -413,6 +504,35 @@ def test_what_only_the_controller_refuses(name: str) -> None:
     spec = CONTROLLER_ONLY[name]
     assert python_errors(spec), "the Python reader accepted it"
     assert schema_errors(spec) == [], "now refused by the schema: move it to INVALID"
+    assert cel_errors(spec) == [], "now refused by a CEL rule: move it to CRON_CEL"
+
+
+@pytest.mark.parametrize("name", CRON_CEL)
+def test_the_schedule_rules_refuse_bad_cron_as_python_does(name: str) -> None:
+    schedule, message = CRON_CEL[name]
+    spec = window(schedule)
+    assert schema_errors(spec) == [], "refused by the OpenAPI part already"
+    refused = cel_schedule_messages(schedule)
+    assert refused and refused[0].startswith(message), refused
+    # The Python reader says the same, naming the field (the controller's condition and event).
+    said = python_errors(spec)
+    assert said == [f"spec.maintenanceWindows[0].schedule: {m}" for m in refused]
+
+
+def test_the_schedule_rules_are_policys_word_for_word() -> None:
+    """One grammar: the CRD carries ``policy.SCHEDULE_RULES``, rule and message."""
+    found = [(v["rule"], v["message"]) for v in SCHEDULE["x-kubernetes-validations"]]
+    assert found == [(r.rule, r.message) for r in policy.SCHEDULE_RULES]
+    for rule, message in found:
+        assert "\n" not in rule and len(message) < 200
+    # The apiserver estimates each rule's cost from the string's maxLength (times 32 windows).
+    assert SCHEDULE["maxLength"] <= 128
+    assert FIELDS["maintenanceWindows"]["maxItems"] <= 32
+
+
+def test_every_cel_message_names_what_is_wrong() -> None:
+    for v in SCHEDULE["x-kubernetes-validations"]:
+        assert v["message"].startswith(("the ", "a range", "never fires")), v["message"]
 
 
 @pytest.mark.parametrize("name", SCHEMA_STRICTER)
@@ -485,3 +605,83 @@ def test_translation_keeps_the_original_schema_untouched() -> None:
     before = copy.deepcopy(SCHEMA)
     to_json_schema(SCHEMA)
     assert before == SCHEMA
+
+
+# ---- the schedule's CEL rules and croniter agree ----
+
+MINUTES = st.integers(0, 59).map(str)
+HOURS = st.integers(0, 23).map(str)
+DAYS = st.one_of(st.integers(1, 31).map(str), st.sampled_from(["29", "30", "31"]))
+MONTHS = st.one_of(
+    st.integers(1, 12).map(str),
+    st.sampled_from(["jan", "feb", "Apr", "JUN", "sep", "nov", "dec", "2", "02", "4", "11"]),
+)
+WEEKDAYS = st.one_of(st.integers(0, 7).map(str), st.sampled_from(["sun", "Mon", "fri", "SAT"]))
+
+
+def cron_field(
+    values: st.SearchStrategy[str], *, extra: tuple[str, ...] = ()
+) -> st.SearchStrategy[str]:
+    element = st.one_of(
+        st.just("*"),
+        values,
+        st.builds(lambda a, b: f"{a}-{b}", values, values),
+    )
+    stepped = st.builds(
+        lambda e, step: f"{e}/{step}" if step else e,
+        element,
+        st.one_of(st.none(), st.integers(1, 13)),
+    )
+    listed = st.lists(
+        st.one_of(stepped, st.sampled_from(extra)) if extra else stepped, min_size=1, max_size=3
+    )
+    return st.one_of(listed.map(",".join), *(st.just(x) for x in extra))
+
+
+SCHEDULES = st.builds(
+    lambda *fields: " ".join(fields),
+    cron_field(MINUTES),
+    cron_field(HOURS),
+    cron_field(DAYS, extra=("L", "?")),
+    cron_field(MONTHS),
+    st.one_of(st.just("*"), st.just("?"), cron_field(WEEKDAYS)),
+)
+
+
+@given(SCHEDULES)
+def test_what_the_cel_rules_let_through_croniter_reads(schedule: str) -> None:
+    """A schedule the CRD takes is read by the controller too; it refuses one only because it
+    never fires with a range of months (CONTROLLER_ONLY), never for its syntax or ranges."""
+    if cel_schedule_messages(schedule):
+        assert python_errors(window(schedule))  # the same rules, in Python
+        return
+    try:
+        windows.MaintenanceWindow.create(schedule=schedule, duration="1h")
+    except windows.WindowError as err:
+        assert err.field == "schedule"
+        assert "never fires" in err.reason, err.reason
+        month = schedule.split()[3]
+        assert "-" in month, f"{schedule!r} never fires, yet the CEL rules took it"
+
+
+def test_never_fires_agrees_with_croniter_on_single_values_and_steps() -> None:
+    """Every day of the month written as 29, 30, 31, a step or 30-31, with every month written
+    as a value, a name or a value with a step, on any day of the week: the CEL rule refuses
+    exactly what croniter finds never fires."""
+    days = ["29", "30", "31", "30/1", "30/2", "31/7", "30-31", "30-31/3", "30,31", "31,29"]
+    months = [str(m) for m in range(1, 13)] + ["02", "feb", "Apr", "JUN", "sep", "NOV", "dec"]
+    months += [f"{m}/{step}" for m in (2, 4, 6, 9, 11) for step in range(1, 14)]
+    months += ["2,4", "4,6,9", "feb,mar", "11,2/7"]
+    for day in days:
+        for month in months:
+            for weekday in ("*", "?", "1", "*,1"):
+                schedule = f"0 0 {day} {month} {weekday}"
+                try:
+                    windows.MaintenanceWindow.create(schedule=schedule, duration="1h")
+                    fires = True
+                except windows.WindowError as err:
+                    assert "never fires" in err.reason, (schedule, err.reason)
+                    fires = False
+                messages = cel_schedule_messages(schedule)
+                assert len(messages) <= 1, messages
+                assert (messages == []) == fires, schedule

@@ -3,13 +3,22 @@
 ``policy_from_manifest`` takes the parsed document (a mapping) and either returns a ``Policy`` or
 raises ``PolicyError`` listing every field at fault with its reason, the way the apiserver reports
 a schema violation (``spec.noticeLead: invalid duration "ten"``).
+
+A maintenance window's schedule is held to one cron grammar, here and in the CRD's CEL rules
+(``SCHEDULE_RULES``, which tests/unit/test_crd.py checks the CRD carries word for word): each of
+the five fields in its range, no range from a value to itself, no day that none of the months has.
+
+``PolicyEntry`` is the ``default`` object as the cluster holds it: its spec read, and the policy
+its status says was last accepted (``status.inForce``), which stays in force while the spec is not
+valid, across restarts of the controller.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-from collections.abc import Mapping
+import re
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from graceguard.domain import durations, intorpercent, phases, protection, windows
@@ -66,6 +75,48 @@ class Policy:
 
 DEFAULT = Policy()
 
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class InForce:
+    """The policy last accepted from a ``DisruptionPolicy`` object, as its status records it."""
+
+    generation: int
+    policy: Policy
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Reported:
+    """What the object's status says now (to write it, and tell of it, once per generation)."""
+
+    generation: int
+    accepted: bool
+    message: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PolicyEntry:
+    """A ``DisruptionPolicy`` object as the cluster holds it."""
+
+    name: str
+    generation: int
+    policy: Policy | None
+    """The spec read; ``None`` when it is not valid (``problem`` says why)."""
+    problem: str | None
+    errors: tuple[FieldError, ...] = ()
+    uid: str = ""
+    spec: Mapping[str, Any] | None = None
+    """The spec as stored, kept to record it in ``status.inForce`` once accepted."""
+    in_force: InForce | None = None
+    """``status.inForce``: the last spec accepted from this object, in force while the current one
+    is not valid (also for a restarted controller or a new leader)."""
+    reported: Reported | None = None
+
+    @property
+    def fields(self) -> tuple[str, ...]:
+        """The fields at fault, each once, in order."""
+        return tuple(dict.fromkeys(e.field for e in self.errors))
+
+
 _SPEC_FIELDS = {
     "maxProtection",
     "maxMinRuntime",
@@ -76,6 +127,168 @@ _SPEC_FIELDS = {
     "windowedSources",
     "priorityPhases",
 }
+
+
+# ---- the schedule's cron grammar, shared with the CRD's CEL rules ----
+
+_STEP = r"(/[1-9][0-9]*)?"
+
+
+def _element(value: str) -> str:
+    return rf"([*]|({value})(-({value}))?){_STEP}"
+
+
+def _cron_list(value: str, *, extra: str = "", alone: str = "") -> str:
+    element = f"({extra}|{_element(value)})" if extra else _element(value)
+    body = f"{element}(,{element})*"
+    return f"{alone}|{body}" if alone else body
+
+
+def _field(index: int, body: str) -> str:
+    before = rf"(\S+\s+){{{index}}}" if index else ""
+    return rf"(?i)^\s*{before}({body})(\s|$)"
+
+
+_MONTHS = "jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec"
+_DAYS = "sun|mon|tue|wed|thu|fri|sat"
+_EACH = (
+    "a value, a range such as {range}, a step such as {step}, or a comma-separated list of those"
+)
+CRON_FIELDS: tuple[tuple[str, str, str], ...] = (
+    # (regex the field must match, what it is, what it may hold)
+    (
+        _field(0, _cron_list("[0-5]?[0-9]")),
+        "the minute (1st field)",
+        "* or 0-59: " + _EACH.format(range="0-29", step="*/15"),
+    ),
+    (
+        _field(1, _cron_list("[01]?[0-9]|2[0-3]")),
+        "the hour (2nd field)",
+        "* or 0-23: " + _EACH.format(range="22-4", step="*/6"),
+    ),
+    (
+        _field(2, _cron_list("0?[1-9]|[12][0-9]|3[01]", extra="L", alone="[?]")),
+        "the day of the month (3rd field)",
+        "*, ?, L (the last day) or 1-31: " + _EACH.format(range="1-7", step="*/2"),
+    ),
+    (
+        _field(3, _cron_list(f"0?[1-9]|1[0-2]|{_MONTHS}")),
+        "the month (4th field)",
+        "* or 1-12 or jan-dec: " + _EACH.format(range="jan-mar", step="*/3"),
+    ),
+    (
+        _field(4, _cron_list(f"0?[0-7]|{_DAYS}", alone="[?]")),
+        "the day of the week (5th field)",
+        "*, ? or 0-7 (0 and 7 are Sunday) or sun-sat: " + _EACH.format(range="mon-fri", step="*/2"),
+    ),
+)
+_MONTH_NAMES = _MONTHS.split("|")
+
+
+def _at_least(n: int) -> str:
+    """A step (no leading zero) of at least ``n`` (1 <= n <= 19)."""
+    if n <= 9:
+        return rf"[{n}-9]|[1-9][0-9]+"
+    return rf"1[{n - 10}-9]|[2-9][0-9]|[1-9][0-9]{{2,}}"
+
+
+def _within(values: frozenset[int], *, top: int, name: dict[int, str] | None = None) -> str:
+    """An element of a cron field whose values all lie in ``values``: a single value, or a value
+    with a step (``v/s``: v, v+s, ... up to ``top``) that stays in them."""
+    alternatives = []
+    for v in sorted(values):
+        steps = [
+            step
+            for step in range(1, top - v + 1)
+            if all(x in values for x in range(v, top + 1, step))
+        ]
+        step_regex = "|".join([*(str(x) for x in steps), _at_least(top - v + 1)])
+        spelled = f"0?{v}" if v < 10 else str(v)
+        if name is not None:
+            spelled += f"|{name[v]}"
+        alternatives.append(f"({spelled})(/({step_regex}))?")
+    return "(" + "|".join(alternatives) + ")"
+
+
+def _only(element: str) -> str:
+    return f"{element}(,{element})*"
+
+
+_NAMES = {i + 1: n for i, n in enumerate(_MONTH_NAMES)}
+_SHORT_MONTHS = frozenset({2, 4, 6, 9, 11})
+_DAY_31 = _within(frozenset({31}), top=31)
+_DAY_30_31 = f"({_within(frozenset({30, 31}), top=31)}|30-31(/[1-9][0-9]*)?)"
+NEVER_FIRES = (
+    r"(?i)^\s*\S+\s+\S+\s+("
+    + f"{_only(_DAY_31)}\\s+{_only(_within(_SHORT_MONTHS, top=12, name=_NAMES))}"
+    + f"|{_only(_DAY_30_31)}\\s+{_only(_within(frozenset({2}), top=12, name=_NAMES))}"
+    + r")\s+([?]|(\S*,)?[*](,\S*)?)\s*$"
+)
+"""A schedule that never fires for want of the day, on any day of the week (with a day of the
+week as well, it fires on that one): the 30th or 31st only in February, the 31st only in months of
+30 days or fewer, each written as values, steps from a value, or lists of those. (A range of months
+that never fires, such as ``0 0 31 4-6/2 *``, is left to croniter, at the controller.)"""
+_RANGE = r"[0-9A-Za-z]+-[0-9A-Za-z]+"
+_TWO_DIGITS = r"^[0-9]{1,2}$"
+
+
+def _same_ends(schedule: str) -> bool:
+    """A range from a value to itself (``2-2``, ``feb-FEB``, ``05-5``): croniter reads it as
+    every value, which nobody means."""
+    for found in re.findall(_RANGE, schedule, flags=re.ASCII):
+        low, high = found.split("-")
+        if low.lower() == high.lower():
+            return True
+        numbers = re.search(_TWO_DIGITS, low) and re.search(_TWO_DIGITS, high)
+        if numbers and int(low) == int(high):
+            return True
+    return False
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ScheduleRule:
+    """One rule on a window's schedule: the CEL rule the CRD carries and the same test here."""
+
+    rule: str
+    message: str
+    holds: Callable[[str], bool]
+
+
+def _matches(regex: str) -> Callable[[str], bool]:
+    compiled = re.compile(regex, re.ASCII)
+    return lambda text: compiled.search(text) is not None
+
+
+SCHEDULE_RULES: tuple[ScheduleRule, ...] = (
+    *(
+        ScheduleRule(f"self.matches(r'{regex}')", f"{what} must be {may}", _matches(regex))
+        for regex, what, may in CRON_FIELDS
+    ),
+    ScheduleRule(
+        f"!self.findAll(r'{_RANGE}').exists(r, "
+        "r.split('-')[0].lowerAscii() == r.split('-')[1].lowerAscii() || "
+        f"(r.split('-')[0].matches(r'{_TWO_DIGITS}') && r.split('-')[1].matches(r'{_TWO_DIGITS}')"
+        " && int(r.split('-')[0]) == int(r.split('-')[1])))",
+        "a range from a value to itself, such as 2-2, is read as every value: write the value "
+        "alone",
+        lambda text: not _same_ends(text),
+    ),
+    ScheduleRule(
+        f"!self.matches(r'{NEVER_FIRES}')",
+        "never fires: none of its months has that day (February has at most 29 days; April, "
+        "June, September and November 30)",
+        lambda text: not _matches(NEVER_FIRES)(text),
+    ),
+)
+
+
+def schedule_problems(schedule: str) -> list[str]:
+    """What is wrong with a 5-field schedule under ``SCHEDULE_RULES`` (empty: croniter reads it
+    next). Another number of fields is left to ``windows.MaintenanceWindow.create`` to name (the
+    CRD's pattern refuses it before its rules)."""
+    if len(schedule.split()) != 5:
+        return []
+    return [r.message for r in SCHEDULE_RULES if not r.holds(schedule)]
 
 
 def policy_from_manifest(doc: object) -> Policy:
@@ -179,6 +392,13 @@ def policy_from_spec(
             errors.append(FieldError(f"{here}.{key}", "required"))
         if missing:
             continue
+        schedule = item["schedule"]
+        if isinstance(schedule, str):
+            problems = schedule_problems(schedule)
+            for problem in problems:
+                errors.append(FieldError(f"{here}.schedule", problem))
+            if problems:
+                continue
         try:
             found_windows.append(
                 windows.MaintenanceWindow.create(

@@ -79,21 +79,86 @@ def replica_set_entry(raw: dict[str, Any]) -> ReplicaSetEntry:
     )
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class PolicyEntry:
-    name: str
-    generation: int
-    policy: policy.Policy | None
-    problem: str | None
+PolicyEntry = policy.PolicyEntry
+"""The ``DisruptionPolicy`` objects' store holds these (the type lives in the domain, so the
+controller's ports can name it)."""
 
 
 def policy_entry(raw: dict[str, Any]) -> PolicyEntry:
+    """A ``DisruptionPolicy`` object -> its spec read, its ``status.inForce`` and what its status
+    reports; a malformed status is treated as none (the controller writes it again)."""
     meta = raw.get("metadata") or {}
-    name, generation = str(meta.get("name", "")), int(meta.get("generation", 0) or 0)
+    name, generation = str(meta.get("name", "")), _int(meta.get("generation"))
+    uid = str(meta.get("uid") or "")
+    status = raw.get("status")
+    status = status if isinstance(status, dict) else {}
+    spec = raw.get("spec")
+    common: dict[str, Any] = {
+        "uid": uid,
+        "in_force": _in_force(name, status.get("inForce")),
+        "reported": _reported(status),
+    }
     try:
-        return PolicyEntry(name, generation, policy.policy_from_manifest(raw), None)
+        read = policy.policy_from_manifest(raw)
     except policy.PolicyError as err:
-        return PolicyEntry(name, generation, None, str(err))
+        return PolicyEntry(name, generation, None, str(err), tuple(err.errors), **common)
+    kept = dict(spec) if isinstance(spec, dict) else {}
+    return PolicyEntry(name, generation, read, None, spec=kept, **common)
+
+
+def _int(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _in_force(name: str, raw: object) -> policy.InForce | None:
+    if not isinstance(raw, dict) or not isinstance(raw.get("spec"), dict):
+        return None
+    errors: list[policy.FieldError] = []
+    found = policy.policy_from_spec(
+        raw["spec"], errors=errors, name=name, prefix="status.inForce.spec"
+    )
+    if errors:
+        log.warning(
+            "DisruptionPolicy %s: status.inForce is not a policy this graceguard reads (%s); "
+            "ignored",
+            name,
+            "; ".join(str(e) for e in errors),
+        )
+        return None
+    return policy.InForce(_int(raw.get("generation")), found)
+
+
+def _reported(status: dict[str, Any]) -> policy.Reported | None:
+    conditions = status.get("conditions")
+    if not isinstance(conditions, list):
+        return None
+    for c in conditions:
+        if isinstance(c, dict) and c.get("type") == "Accepted":
+            return policy.Reported(
+                _int(c.get("observedGeneration", status.get("observedGeneration"))),
+                c.get("status") == "True",
+                str(c.get("message", "")),
+            )
+    return None
+
+
+def choose_in_force(
+    entry: PolicyEntry, accepted: tuple[str, policy.InForce] | None
+) -> policy.Policy:
+    """The policy in force while ``entry``'s spec is not valid: the later of its
+    ``status.inForce`` and what this process accepted from the same object (``accepted``: the
+    object's uid and that policy), else ``status.inForce``, else what this process accepted from
+    an earlier object of the name, else the built-in defaults."""
+    recorded = entry.in_force
+    mine = accepted[1] if accepted is not None else None
+    same_object = accepted is not None and accepted[0] == entry.uid
+    if recorded is not None and mine is not None and same_object:
+        return (mine if mine.generation > recorded.generation else recorded).policy
+    if recorded is not None:
+        return recorded.policy
+    if mine is not None:
+        return mine.policy
+    return policy.DEFAULT
 
 
 class ClusterView:
@@ -159,7 +224,8 @@ class ClusterView:
             changed=self.changed,
             optional=True,
         )
-        self._accepted: policy.Policy | None = None
+        self._accepted: tuple[str, policy.InForce] | None = None
+        """The last policy this process accepted, with the uid of the object it came from."""
 
     @property
     def informers(self) -> tuple[Informer[Any], ...]:
@@ -211,11 +277,20 @@ class ClusterView:
         return [e.request for e in self.nodes.store.values() if e.request is not None]
 
     def policy(self) -> tuple[policy.Policy, PolicyEntry | None]:
-        """The policy in force and the ``default`` object it came from (``None``: built-in)."""
+        """The policy in force and the ``default`` object (``None``: there is none).
+
+        The object's spec when it is valid; otherwise the last spec accepted from it: what its
+        ``status.inForce`` records (so a restarted controller, a new leader and ``graceguard
+        plan`` all find it), or what this process accepted later still; the built-in defaults
+        only when nothing was ever accepted, or when there is no ``default`` object.
+        """
         entry = self.policies.store.get(POLICY_NAME)
-        if entry is not None and entry.policy is not None:
-            self._accepted = entry.policy
-        return (self._accepted or policy.DEFAULT), entry
+        if entry is None:
+            return policy.DEFAULT, None
+        if entry.policy is not None:
+            self._accepted = (entry.uid, policy.InForce(entry.generation, entry.policy))
+            return entry.policy, entry
+        return choose_in_force(entry, self._accepted), entry
 
     def versions(self, keys: Iterable[str]) -> dict[str, str]:
         """Current resourceVersions of ``pod:ns/name`` / ``node:name`` keys."""
