@@ -188,7 +188,10 @@ class _NodePlanner:
 
     def plan(self) -> None:
         pods = self.idx.pods_by_node.get(self.node, [])
-        live = [p for p in pods if not p.finished and any(r.covers(p) for r in self.requests)]
+        if all(r.scope is disruption.Scope.NODE for r in self.requests):
+            live = [p for p in pods if not p.finished and not p.daemon]  # the common case
+        else:
+            live = [p for p in pods if not p.finished and any(r.covers(p) for r in self.requests)]
         if self.lead.disruption_class is disruption.DisruptionClass.FAILED:
             # Nothing to protect: the node is gone or NotReady. The ledger records what happens.
             self._complete(live)
@@ -235,20 +238,20 @@ class _NodePlanner:
         lead = self.lead
         prot = self.reader.read(pod, self.now)
         ref = projection.ref(pod)
-        plan = PodPlan(
-            ref,
-            self.node,
-            lead.id,
-            lead.source,
-            self.pol.priority_phases[k].name,
-            PlanStatus.TERMINATING,
-            None,
-            None,
-            prot.protected_until,
-            pod.grace_seconds,
-        )
+        phase = self.pol.priority_phases[k].name
         if pod.terminating:
-            return plan
+            return PodPlan(
+                ref,
+                self.node,
+                lead.id,
+                lead.source,
+                phase,
+                PlanStatus.TERMINATING,
+                None,
+                None,
+                prot.protected_until,
+                pod.grace_seconds,
+            )
         d = decision.decide(
             pod=pod,
             prot=prot,
@@ -261,13 +264,19 @@ class _NodePlanner:
         )
         self._notify(pod, ref, d)
         status, force_at, blocked = self._act_on_due_pod(pod, ref, d)
-        return dataclasses.replace(
-            plan,
-            status=status,
-            eviction_at=d.eviction_at,
-            scheduled_notice_at=d.scheduled_notice_at,
-            blocked_by=d.blocked_by + blocked,
-            force_at=force_at,
+        return PodPlan(
+            ref,
+            self.node,
+            lead.id,
+            lead.source,
+            phase,
+            status,
+            d.eviction_at,
+            d.scheduled_notice_at,
+            prot.protected_until,
+            pod.grace_seconds,
+            d.blocked_by + blocked,
+            force_at,
         )
 
     def _notify(self, pod: cluster.Pod, ref: act.PodRef, d: decision.PodDecision) -> None:
