@@ -31,12 +31,11 @@ import datetime as dt
 import enum
 import logging
 from collections.abc import Callable
-from typing import Protocol
 
 from graceguard.domain import budgets, cluster, ledger, policy
 from graceguard.engine import actions as act
 from graceguard.engine import admission, projection
-from graceguard.webhook import metrics
+from graceguard.webhook import metrics, ports
 from graceguard.webhook import review as reviews
 
 log = logging.getLogger(__name__)
@@ -51,36 +50,6 @@ MAX_REPORTS_IN_FLIGHT = 256
 class FailurePolicy(enum.StrEnum):
     FAIL = "Fail"
     IGNORE = "Ignore"
-
-
-class AdmissionState(Protocol):
-    """The cluster as the webhook sees it (an informer cache in production)."""
-
-    @property
-    def synced(self) -> bool:
-        """The cache has listed everything once."""
-
-    def pod(self, namespace: str, name: str) -> cluster.Pod | None:
-        """The pod from the cache, its workload resolved to the Deployment owning its ReplicaSet."""
-
-    async def fetch_pod(self, namespace: str, name: str) -> cluster.Pod | None:
-        """The pod from the API (a pod too new for the cache); ``None`` when it does not exist."""
-
-    def facts(self) -> admission.Facts:
-        """Floors and PDBs, rebuilt at most about once a second."""
-
-    def policy(self) -> policy.Policy:
-        """The DisruptionPolicy in force."""
-
-
-class EventPort(Protocol):
-    async def post_event(
-        self, *, pod: act.PodRef, reason: str, message: str, warning: bool = False
-    ) -> None: ...
-
-
-class DenialLedger(Protocol):
-    async def record_denial(self, rec: ledger.DenialRecord) -> bool: ...
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -102,9 +71,9 @@ class AdmissionService:
     def __init__(
         self,
         *,
-        state: AdmissionState,
-        events: EventPort | None,
-        denials: DenialLedger | None,
+        state: ports.AdmissionState,
+        events: ports.EventPort | None,
+        denials: ports.DenialLedger | None,
         trusted: frozenset[str],
         failure_policy: FailurePolicy,
         clock: Callable[[], dt.datetime],

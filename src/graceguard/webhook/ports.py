@@ -1,0 +1,44 @@
+"""Every port the eviction webhook's service needs, as protocols typed with domain values.
+
+Adapters implement them (``adapters.kube.admission_state``, ``adapters.kube.writer``,
+``adapters.ledger``), the simulator implements them over its simulated cluster (``sim.admission``,
+``sim.cluster``, ``sim.ledger``), and tests fake them. Nothing here does I/O.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from graceguard.domain import cluster, ledger, policy
+from graceguard.engine import actions as act
+from graceguard.engine import admission
+
+
+class AdmissionState(Protocol):
+    """The cluster as the webhook sees it (an informer cache in production)."""
+
+    @property
+    def synced(self) -> bool:
+        """The cache has listed everything once."""
+
+    def pod(self, namespace: str, name: str) -> cluster.Pod | None:
+        """The pod from the cache, its workload resolved to the Deployment owning its ReplicaSet."""
+
+    async def fetch_pod(self, namespace: str, name: str) -> cluster.Pod | None:
+        """The pod from the API (a pod too new for the cache); ``None`` when it does not exist."""
+
+    def facts(self) -> admission.Facts:
+        """Floors and PDBs, rebuilt at most about once a second."""
+
+    def policy(self) -> policy.Policy:
+        """The DisruptionPolicy in force."""
+
+
+class EventPort(Protocol):
+    async def post_event(
+        self, *, pod: act.PodRef, reason: str, message: str, warning: bool = False
+    ) -> None: ...
+
+
+class DenialLedger(Protocol):
+    async def record_denial(self, rec: ledger.DenialRecord) -> bool: ...
