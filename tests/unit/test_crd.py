@@ -20,9 +20,9 @@ evaluated offline; these are the CEL rules, which tests/e2e/test_crd.py checks o
   b.minPriority == a.minPriority))`` (strictly increasing).
 - ``maintenanceWindows[].schedule``: ``policy.SCHEDULE_RULES``, word for word: each cron field in
   its range, no range from a value to itself, no day none of the months has. These ARE evaluated
-  here (``cel_offline``): a ``self.matches(r'...')`` rule with Python's ``re`` on the rule's own
-  regex (written in the common subset of RE2 and ``re``), the range rule (``findAll``) through
-  its Python twin, which the rule's text selects.
+  here (``cel_offline``): each is ``self.matches(r'...')`` or its negation, so Python's ``re``
+  runs the rule's own regex (written in the common subset of RE2 and ``re``); the e2e tier runs
+  the same samples through the apiserver.
 
 What none of these refuse (a never-firing schedule written with a range of months, such as
 ``0 0 31 4-6/2 *``) is the controller's to report: condition Accepted False with reason

@@ -228,21 +228,17 @@ NEVER_FIRES = (
 week as well, it fires on that one): the 30th or 31st only in February, the 31st only in months of
 30 days or fewer, each written as values, steps from a value, or lists of those. (A range of months
 that never fires, such as ``0 0 31 4-6/2 *``, is left to croniter, at the controller.)"""
-_RANGE = r"[0-9A-Za-z]+-[0-9A-Za-z]+"
-_TWO_DIGITS = r"^[0-9]{1,2}$"
-
-
-def _same_ends(schedule: str) -> bool:
-    """A range from a value to itself (``2-2``, ``feb-FEB``, ``05-5``): croniter reads it as
-    every value, which nobody means."""
-    for found in re.findall(_RANGE, schedule, flags=re.ASCII):
-        low, high = found.split("-")
-        if low.lower() == high.lower():
-            return True
-        numbers = re.search(_TWO_DIGITS, low) and re.search(_TWO_DIGITS, high)
-        if numbers and int(low) == int(high):
-            return True
-    return False
+_SAME_ENDS = (
+    r"(?i)(^|[^0-9a-z])("
+    + "|".join(
+        [f"0?{n}-0?{n}" for n in range(10)]
+        + [f"{n}-{n}" for n in range(10, 60)]
+        + [f"{name}-{name}" for name in (*_MONTH_NAMES, *_DAYS.split("|"))]
+    )
+    + r")([^0-9a-z]|$)"
+)
+"""A range from a value to itself (``2-2``, ``feb-FEB``, ``05-5``): croniter reads it as every
+value, which nobody means. (Values beyond 59 are out of every field's range already.)"""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -259,25 +255,27 @@ def _matches(regex: str) -> Callable[[str], bool]:
     return lambda text: compiled.search(text) is not None
 
 
+def _not_matching(regex: str) -> Callable[[str], bool]:
+    compiled = re.compile(regex, re.ASCII)
+    return lambda text: compiled.search(text) is None
+
+
 SCHEDULE_RULES: tuple[ScheduleRule, ...] = (
     *(
         ScheduleRule(f"self.matches(r'{regex}')", f"{what} must be {may}", _matches(regex))
         for regex, what, may in CRON_FIELDS
     ),
     ScheduleRule(
-        f"!self.findAll(r'{_RANGE}').exists(r, "
-        "r.split('-')[0].lowerAscii() == r.split('-')[1].lowerAscii() || "
-        f"(r.split('-')[0].matches(r'{_TWO_DIGITS}') && r.split('-')[1].matches(r'{_TWO_DIGITS}')"
-        " && int(r.split('-')[0]) == int(r.split('-')[1])))",
+        f"!self.matches(r'{_SAME_ENDS}')",
         "a range from a value to itself, such as 2-2, is read as every value: write the value "
         "alone",
-        lambda text: not _same_ends(text),
+        _not_matching(_SAME_ENDS),
     ),
     ScheduleRule(
         f"!self.matches(r'{NEVER_FIRES}')",
         "never fires: none of its months has that day (February has at most 29 days; April, "
         "June, September and November 30)",
-        lambda text: not _matches(NEVER_FIRES)(text),
+        _not_matching(NEVER_FIRES),
     ),
 )
 
