@@ -322,3 +322,47 @@ def test_arbitrary_annotation_values_are_decided(annotations: dict[str, str]) ->
     got = json.loads(out)
     warned = {w["annotation"] for w in got["warnings"]}
     assert warned <= set(annotations)
+
+
+# --- bounded reads: a limit per kind of file, checked before parsing ---------------------------
+
+
+def test_a_device_is_refused_at_its_limit_not_read_to_the_end() -> None:
+    code, out, err = explain("/dev/zero", "--at", AT)
+    assert code == 2 and out == ""
+    assert err == "graceguard: /dev/zero: larger than 3 MiB, the limit for a Pod manifest\n"
+
+
+def test_an_oversized_policy_names_the_file_and_the_limit(tmp_path: pathlib.Path) -> None:
+    pod = write(tmp_path, "pod.yaml", pod_doc())
+    big = write(tmp_path, "policy.yaml", "# " + "x" * (3 * 1024 * 1024) + "\n")
+    code, _, err = explain(str(pod), "--policy", str(big), "--at", AT)
+    assert code == 2
+    assert err == f"graceguard: {big}: larger than 3 MiB, the limit for a policy\n"
+
+
+def test_a_manifest_just_under_the_limit_is_read(tmp_path: pathlib.Path) -> None:
+    text = yaml.safe_dump(pod_doc())
+    padded = text + "#" * (3 * 1024 * 1024 - len(text.encode()) - 1) + "\n"
+    path = write(tmp_path, "pod.yaml", padded)
+    assert path.stat().st_size == 3 * 1024 * 1024
+    code, _, err = explain(str(path), "--at", AT)
+    assert code == 0, err
+
+
+def test_deeply_nested_yaml_is_one_line_not_a_recursion_error(tmp_path: pathlib.Path) -> None:
+    path = write(tmp_path, "deep.yaml", "[" * 100_000 + "\n")
+    code, _, err = explain(str(path), "--at", AT)
+    assert code == 2
+    assert err == f"graceguard: {path}: nested too deeply for a Pod manifest\n"
+
+
+@pytest.mark.parametrize("value", ["99999h", "9999999999999h", "9" * 500 + "h"])
+def test_a_huge_min_runtime_is_clamped_to_the_cap(tmp_path: pathlib.Path, value: str) -> None:
+    path = write(tmp_path, "pod.yaml", pod_doc({ann.MIN_RUNTIME: value}))
+    code, out, _ = explain(str(path), "--at", AT)
+    assert code == 0
+    found = json.loads(out)
+    assert found["protectedUntil"] == "2026-11-22T00:00:00Z"  # startTime + 24h
+    (warning,) = found["warnings"]
+    assert warning["problem"] == "exceeds maxMinRuntime 24h0m0s; clamped to 24h0m0s"

@@ -90,7 +90,7 @@ def _explain(
     disruption_text: str,
     source: str,
 ) -> dict[str, Any]:
-    doc = files.load_yaml(pod_file)
+    doc = files.load_yaml(pod_file, limit=files.MANIFEST_LIMIT, kind="a Pod manifest")
     try:
         pod = pods.pod_from_manifest(doc)
     except ManifestError as err:

@@ -1,4 +1,9 @@
-"""Reading YAML documents for the CLI, with errors that name the file and the problem."""
+"""Reading YAML documents for the CLI, with errors that name the file and the problem.
+
+Every file is read up to a limit for its kind, checked before parsing: ``graceguard explain
+/dev/zero`` is refused at once instead of reading until the kernel stops it, and a scenario far
+beyond what the simulator takes is refused before the YAML parser spends seconds on it.
+"""
 
 from __future__ import annotations
 
@@ -16,9 +21,33 @@ class InputError(Exception):
     """Bad input from the user: printed as one line, exit code 2."""
 
 
-def load_yaml(path: pathlib.Path) -> Any:
+MIB = 1024 * 1024
+MANIFEST_LIMIT = 3 * MIB
+"""A Pod manifest: the apiserver takes no request larger than 3 MiB, so no object is larger."""
+POLICY_LIMIT = 3 * MIB
+"""A DisruptionPolicy: an API object like any other (a valid one is a few KiB)."""
+SCENARIO_LIMIT = 1 * MIB
+"""A scenario: one at the simulator's limits (2,000 pods and 500 nodes written out one by one,
+annotations and labels on each) is about 310 KiB."""
+
+
+def _size(limit: int) -> str:
+    return f"{limit // MIB} MiB" if limit % MIB == 0 else f"{limit // 1024} KiB"
+
+
+def read_text(path: pathlib.Path, *, limit: int, kind: str) -> str:
+    """The file's text, refused (``InputError``) when it is larger than ``limit`` bytes; reads
+    at most ``limit + 1`` bytes whatever the file is (a device, a pipe)."""
+    with path.open("rb") as f:
+        data = f.read(limit + 1)
+    if len(data) > limit:
+        raise InputError(f"{path}: larger than {_size(limit)}, the limit for {kind}")
+    return data.decode("utf-8")
+
+
+def load_yaml(path: pathlib.Path, *, limit: int = MANIFEST_LIMIT, kind: str = "a manifest") -> Any:
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_text(path, limit=limit, kind=kind)
     except FileNotFoundError:
         raise InputError(f"{path}: no such file") from None
     except IsADirectoryError:
@@ -34,6 +63,8 @@ def load_yaml(path: pathlib.Path) -> Any:
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(err, "problem", None) or str(err).splitlines()[0]
         raise InputError(f"{path}: not valid YAML{where}: {problem}") from None
+    except RecursionError:
+        raise InputError(f"{path}: nested too deeply for {kind}") from None
     if not docs:
         raise InputError(f"{path}: empty document")
     if len(docs) > 1:
@@ -44,7 +75,7 @@ def load_yaml(path: pathlib.Path) -> Any:
 def load_policy(path: pathlib.Path | None) -> policy.Policy:
     if path is None:
         return policy.DEFAULT
-    doc = load_yaml(path)
+    doc = load_yaml(path, limit=POLICY_LIMIT, kind="a policy")
     try:
         return policy.policy_from_manifest(doc)
     except policy.PolicyError as err:

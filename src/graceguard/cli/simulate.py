@@ -77,7 +77,7 @@ def simulate(
 
 
 def _load(path: pathlib.Path) -> scenario.Scenario:
-    doc = files.load_yaml(path)
+    doc = files.load_yaml(path, limit=files.SCENARIO_LIMIT, kind="a scenario")
     try:
         return scenario.read_scenario(doc, default_name=path.stem)
     except scenario.ScenarioError as err:
