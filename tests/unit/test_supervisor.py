@@ -1,10 +1,12 @@
 """``processes.supervisor.supervise``: the first task to fail stops the others and is raised;
-every cleanup runs, in order, also after a failing one; the probe endpoints are served while the
-tasks run and stopped with them."""
+every cleanup runs, in order, also after a failing one; a stop signal (SIGTERM in production) is
+a clean shutdown; the probe endpoints are served while the tasks run and stopped with them."""
 
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import socket
 
 import aiohttp
@@ -122,6 +124,33 @@ async def test_cancelling_the_process_cancels_its_tasks_and_runs_the_cleanups() 
     with pytest.raises(asyncio.CancelledError):
         await main
     assert seen == ["task stopped", "close"]
+
+
+@pytest.mark.asyncio
+async def test_a_stop_signal_shuts_down_cleanly_and_returns() -> None:
+    seen: list[str] = []
+    started = asyncio.Event()
+
+    async def forever() -> None:
+        started.set()
+        try:
+            await asyncio.Event().wait()
+        finally:
+            seen.append("task stopped")
+
+    async def release() -> None:
+        seen.append("release the lease")
+
+    main = asyncio.create_task(
+        supervisor.supervise(
+            tasks={"t": forever}, cleanups=[release], stop_signals=[signal.SIGUSR1]
+        )
+    )
+    await started.wait()
+    os.kill(os.getpid(), signal.SIGUSR1)
+    await asyncio.wait_for(main, timeout=5)  # returns: no error
+    assert seen == ["task stopped", "release the lease"]
+    assert signal.getsignal(signal.SIGUSR1) is signal.SIG_DFL  # the handler is gone again
 
 
 @pytest.mark.asyncio

@@ -95,5 +95,6 @@ async def run(
             ),
         ],
         host=probe_host,
+        stop_signals=supervisor.STOP_SIGNALS,
         cleanups=[elector.release, client.close, ledger.close],
     )

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import signal
 import socket
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from typing import Any
@@ -41,34 +42,58 @@ def default_identity() -> str:
     return f"{socket.gethostname()}-{os.getpid()}"
 
 
+STOP_SIGNALS = (signal.SIGTERM,)
+"""What the kubelet sends a pod's containers first: a clean shutdown (the Lease released, the
+ledger closed), not the interpreter's immediate exit. Ctrl-C (SIGINT) stops through
+``asyncio.run``, which cancels ``supervise``: the same shutdown."""
+
+
 async def supervise(
     *,
     tasks: Mapping[str, Task],
     endpoints: Sequence[probes.Endpoint] = (),
     host: str = "0.0.0.0",  # probes must be reachable from the kubelet
     cleanups: Sequence[Cleanup] = (),
+    stop_signals: Sequence[signal.Signals] = (),
 ) -> None:
-    """Run ``tasks`` (by name) and serve ``endpoints`` on ``host`` until a task fails or this
-    coroutine is cancelled; then stop everything and run ``cleanups`` in order."""
+    """Run ``tasks`` (by name) and serve ``endpoints`` on ``host`` until a task fails, one of
+    ``stop_signals`` arrives (then return normally) or this coroutine is cancelled; then stop
+    everything and run ``cleanups`` in order."""
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in stop_signals:
+        loop.add_signal_handler(sig, stop.set)
     running = [asyncio.create_task(start(), name=name) for name, start in tasks.items()]
     if endpoints:
         running.append(asyncio.create_task(probes.serve_forever(endpoints, host=host), name="http"))
+    stopped = asyncio.create_task(stop.wait(), name="stop")
     failed = True
     try:
-        if running:
-            done, _ = await asyncio.wait(running, return_when=asyncio.FIRST_EXCEPTION)
-            for task in done:
-                if not task.cancelled() and task.exception() is not None:
-                    log.error("task %s failed: %r", task.get_name(), task.exception())
-                    task.result()  # raise it
+        await _first_failure(running, stopped)
         failed = False
     finally:
-        for task in running:
+        for sig in stop_signals:
+            loop.remove_signal_handler(sig)
+        for task in (*running, stopped):
             task.cancel()
-        await asyncio.gather(*running, return_exceptions=True)
+        await asyncio.gather(*running, stopped, return_exceptions=True)
         error = await _clean_up(cleanups)
         if error is not None and not failed:
             raise error
+
+
+async def _first_failure(running: list[asyncio.Task[object]], stopped: asyncio.Task[bool]) -> None:
+    """Wait until a task fails (raise its error), every task has ended, or ``stopped`` is done."""
+    pending: set[asyncio.Task[Any]] = {*running, stopped}
+    while pending - {stopped}:
+        done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+        for task in done:
+            if task is stopped:
+                log.info("stopping on a signal")
+                return
+            if not task.cancelled() and task.exception() is not None:
+                log.error("task %s failed: %r", task.get_name(), task.exception())
+                task.result()  # raise it
 
 
 async def _clean_up(cleanups: Sequence[Cleanup]) -> Exception | None:

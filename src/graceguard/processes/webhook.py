@@ -85,6 +85,7 @@ async def run(
             ),
         ],
         host=probe_host,
+        stop_signals=supervisor.STOP_SIGNALS,
         cleanups=[
             https.cleanup,
             service.settle,
