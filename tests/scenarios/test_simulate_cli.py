@@ -7,6 +7,7 @@ import pathlib
 import re
 import xml.etree.ElementTree as ET
 
+import yaml
 from typer.testing import CliRunner
 
 from graceguard.cli.main import app
@@ -43,7 +44,11 @@ def test_json_has_the_figures_per_scenario() -> None:
             "without",
             "with",
             "extraNodeHours",
+            "whyLossesWithGraceguard",
+            "warnings",
         }
+        assert (o["whyLossesWithGraceguard"] is None) == (o["with"]["prematureKills"] == 0)
+        assert o["warnings"] == []  # the bundled scenarios' annotations are all good
         for mode in ("without", "with"):
             assert set(o[mode]) == {
                 "prematureKills",
@@ -89,3 +94,99 @@ def test_an_unwritable_timeline_exits_2(tmp_path: pathlib.Path) -> None:
     code, _, err = invoke(ONE, "--timeline", str(tmp_path / "missing" / "t.html"))
     assert code == 2
     assert err.startswith("graceguard: --timeline: cannot write")
+
+
+# ---- saying what is real ----
+
+
+def test_the_table_says_the_runs_are_simulated_and_what_each_column_means() -> None:
+    code, out, err = invoke(*ALL)
+    assert code == 0, err
+    flat = " ".join(out.split())
+    assert "(simulated)" in flat and "no cluster is involved" in flat
+    for column in (
+        "voluntary / imminent:",
+        "premature:",
+        "killed:",
+        "work lost pod-h:",
+        "forced:",
+        "node-h:",
+        "extra node-h:",
+        "min notice:",
+        "-: no pod was stopped",
+    ):
+        assert column in flat, column
+
+
+def test_why_pods_are_still_lost_with_graceguard_is_said_in_one_line() -> None:
+    code, out, _ = invoke(*ALL, "--output", "json")
+    assert code == 0
+    why = {o["scenario"]: o["whyLossesWithGraceguard"] for o in json.loads(out)}
+    spot = why["spot-interruption-checkpointing"]
+    assert "spot-interruption gave 2m0s from its notice" in spot
+    assert "30m0s to 1h10m0s of work they had left" in spot
+    assert "no work lost" in spot
+    shutdown = why["os-shutdown-critical-logging"]
+    assert "node-shutdown gave 5m0s" in shutdown and "inhibitor delay" in shutdown
+    assert "15m0s of work it had left" in shutdown
+    code, table, _ = invoke(*ALL)
+    flat = " ".join(table.split())
+    assert (
+        f"why spot-interruption-checkpointing still stops pods early with graceguard: {spot}"
+        in flat
+    )
+
+
+def spot_scenario(tmp_path: pathlib.Path, **changes: object) -> str:
+    doc = yaml.safe_load((SCENARIOS / "spot-interruption-checkpointing.yaml").read_text())
+    doc["name"] = "renamed"
+    doc["pods"][0].update(changes)
+    path = tmp_path / "spot.yaml"
+    path.write_text(yaml.safe_dump(doc), encoding="utf-8")
+    return str(path)
+
+
+def test_the_reason_is_derived_from_the_run_not_the_scenario_name(tmp_path: pathlib.Path) -> None:
+    # Longer grace than the two minutes: said; and the work left follows the pods.
+    code, out, _ = invoke(spot_scenario(tmp_path, grace=300, work="3h"), "--output", "json")
+    assert code == 0
+    (found,) = json.loads(out)
+    assert (
+        "less than render-0, render-1, render-2's grace period" in found["whyLossesWithGraceguard"]
+    )
+    assert "1h30m0s to 2h10m0s of work" in found["whyLossesWithGraceguard"]
+    # Work that ends before the spot notice: nothing is lost, nothing to explain.
+    code, out, _ = invoke(spot_scenario(tmp_path, work="20m", stagger="1m"), "--output", "json")
+    (found,) = json.loads(out)
+    assert found["with"]["prematureKills"] == 0
+    assert found["whyLossesWithGraceguard"] is None
+
+
+def test_a_bad_annotation_in_a_scenario_warns_as_the_controller_would(
+    tmp_path: pathlib.Path,
+) -> None:
+    path = spot_scenario(
+        tmp_path, annotations={"graceguard.io/min-runtime": "3 hours", "graceguard.io/busy": "yes"}
+    )
+    code, out, err = invoke(path, "--output", "json")
+    assert code == 0, err
+    (found,) = json.loads(out)
+    messages = {(w["pod"], w["message"]) for w in found["warnings"]}
+    for pod in ("render-0", "render-1", "render-2"):
+        assert any(
+            p == pod and "graceguard.io/min-runtime" in m and "ignored" in m for p, m in messages
+        )
+        assert any(p == pod and "graceguard.io/busy" in m for p, m in messages)
+    # Once per pod and annotation (the jobs' replacements, started after the reclaim, too).
+    assert len(messages) == len(found["warnings"])
+    code, table, _ = invoke(path)
+    assert "warning: renamed: pod render-0: graceguard.io/min-runtime" in " ".join(table.split())
+
+
+def test_an_oversized_scenario_is_refused_before_parsing(tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "huge.yaml"
+    pods = "".join(f"  - {{name: p{i}, node: n}}\n" for i in range(50_000))
+    path.write_text("name: huge\nnodes: [{name: n, group: g, zone: z}]\npods:\n" + pods)
+    code, out, err = invoke(str(path))
+    assert code == 2 and out == ""
+    assert err == f"graceguard: {path}: larger than 1 MiB, the limit for a scenario\n"

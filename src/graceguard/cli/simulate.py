@@ -84,16 +84,30 @@ def _load(path: pathlib.Path) -> scenario.Scenario:
         raise files.InputError(f"{path}: invalid scenario: {err}") from None
 
 
+LEGEND = (
+    "Simulated: each scenario runs twice on a simulated clock, without graceguard (every actor "
+    "as its own documentation describes it) and with graceguard's engine; no cluster is involved.",
+    "voluntary / imminent: the scenario's disruption; a voluntary one can wait for a pod's "
+    "protection, an imminent one has a deadline nobody can move (spot, OS shutdown).",
+    "premature: pods with work stopped before it was done (killed, or stopped early after saving "
+    "a checkpoint).",
+    "killed: pods that did not get to exit by themselves (SIGKILL after the grace period, gone "
+    "with their node).",
+    "work lost pod-h: hours of work done by pods killed before finishing it, without a checkpoint.",
+    "forced: pods removed without a budget-checked eviction (deleted past a budget, stopped by the "
+    "kubelet or the instance going).",
+    "node-h: hours the nodes ran, up to the later end of both runs; (horizon): the run stopped at "
+    "the scenario's horizon. extra node-h: how much longer graceguard held nodes.",
+    "min notice: the shortest warning a stopped pod had, from graceguard's first notice to its "
+    "SIGTERM (0s: none); -: no pod was stopped by a disruption.",
+)
+
+
 def _table(outcomes: list[outcome.Outcome]) -> None:
     width = shutil.get_terminal_size((140, 24)).columns
     console = Console(width=max(width, 120), highlight=False)
     table = Table(
-        title="Disruptions without and with graceguard",
-        caption=(
-            "premature: pods stopped before their work was done; killed: did not get to exit by "
-            "themselves; forced: removed without a budget-checked eviction; extra node-h: how "
-            "much longer graceguard held nodes"
-        ),
+        title="Disruptions without and with graceguard (simulated)",
         show_lines=False,
     )
     table.add_column("scenario", no_wrap=True)
@@ -122,3 +136,15 @@ def _table(outcomes: list[outcome.Outcome]) -> None:
                 end_section=i == 1,
             )
     console.print(table)
+    for line in LEGEND:
+        console.print(line, markup=False)
+    for o in outcomes:
+        if o.why is not None:
+            console.print(
+                f"why {o.scenario} still stops pods early with graceguard: {o.why}", markup=False
+            )
+    for o in outcomes:
+        for w in o.warnings:
+            console.print(
+                f"warning: {o.scenario}: pod {w.pod}: {w.message}", markup=False, style="yellow"
+            )
