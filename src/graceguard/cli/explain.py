@@ -35,6 +35,19 @@ def parse_disruption(text: str) -> tuple[disruption.DisruptionClass, dt.datetime
     )
 
 
+SOURCE_MAX = 253
+
+
+def check_source(text: str) -> str:
+    """A source name: not empty, on one line, printable (it is printed in every notice)."""
+    if not text.strip() or len(text) > SOURCE_MAX or any(not c.isprintable() for c in text):
+        raise files.InputError(
+            "--source: expected a source name on one line, such as upgrade or "
+            f"cluster-autoscaler (at most {SOURCE_MAX} characters); got {text[:80]!r}"
+        )
+    return text
+
+
 def explain(
     pod_file: Annotated[
         pathlib.Path,
@@ -90,6 +103,7 @@ def _explain(
     disruption_text: str,
     source: str,
 ) -> dict[str, Any]:
+    check_source(source)
     doc = files.load_yaml(pod_file, limit=files.MANIFEST_LIMIT, kind="a Pod manifest")
     try:
         pod = pods.pod_from_manifest(doc)

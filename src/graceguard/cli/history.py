@@ -11,6 +11,7 @@ import datetime as dt
 import enum
 import json
 import os
+import pathlib
 from typing import Annotated, Any
 
 import typer
@@ -41,6 +42,8 @@ def parse_since(text: str, *, now: dt.datetime) -> dt.datetime:
             raise files.InputError(f"--since: {err}") from None
     try:
         ago = durations.parse_duration(text)
+    except durations.DurationTooLarge:
+        raise files.InputError(f"--since: {text!r} reaches before the year 1") from None
     except durations.DurationError:
         raise files.InputError(
             f"--since: expected a duration such as 2h or 30m, or an RFC 3339 time such as "
@@ -117,9 +120,11 @@ def history(
     Example: graceguard history --namespace batch --premature --since 24h
     """
     now = dt.datetime.now(dt.UTC)
+    option = "--ledger" if ledger_url else f"${urls.ENV}" if os.environ.get(urls.ENV) else None
     try:
         since_at = parse_since(since, now=now) if since is not None else None
         url = ledger_url or urls.default_url()
+        check_ledger_url(url, option=option or "the default ledger")
         records = asyncio.run(
             _query(
                 url,
@@ -133,12 +138,42 @@ def history(
     except files.InputError as err:
         raise files.fail(str(err)) from None
     except LedgerError as err:
-        raise files.fail(str(err)) from None
+        raise files.fail(ledger_problem(str(err), url=url, option=option)) from None
     chronological = tuple(reversed(records))
     if output is OutputFormat.JSON:
         typer.echo(json.dumps([record_json(r) for r in chronological], indent=2))
         return
     _print_table(chronological, log_lines=log_lines)
+
+
+def check_ledger_url(url: str, *, option: str) -> None:
+    """Refuse, naming the option, a URL that cannot be read at all (a port that is not a number
+    made the URL parser raise ``ValueError``, printed as a traceback)."""
+    try:
+        urls.parse(url)
+    except LedgerError:
+        return  # said, naming the URL, by Ledger.open
+    except ValueError:
+        raise files.InputError(
+            f"{option}: not a database URL: {url!r} (cannot read its host and port; "
+            "expected sqlite+aiosqlite:///PATH or postgresql+asyncpg://USER@HOST:PORT/DB)"
+        ) from None
+
+
+def ledger_problem(message: str, *, url: str, option: str | None) -> str:
+    """A ledger error: one about the URL itself names the option it came from; one about the
+    file says so when a SQLite path the user gave is relative (``sqlite+aiosqlite:///tmp/x.db``
+    is ``tmp/x.db``, from the working directory)."""
+    try:
+        path = urls.parse(url).sqlite_path
+    except (LedgerError, ValueError):
+        return f"{option}: {message}" if option else message
+    if path is not None and not path.is_absolute() and option is not None:
+        return (
+            f"{message} (a path relative to {pathlib.Path.cwd()}; for /{path} write "
+            f"sqlite+aiosqlite:////{path}, with four slashes)"
+        )
+    return message
 
 
 async def _query(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 import json
+import os
 import pathlib
 import shutil
 from typing import Annotated
@@ -51,11 +52,8 @@ def simulate(
     """
     try:
         loaded = [_load(path) for path in scenario_files]
-        if timeline_file is not None and timeline_file.suffix.lower() not in TIMELINE_SUFFIXES:
-            raise files.InputError(
-                f"--timeline: {timeline_file} must end in .html or .png, got "
-                f"{timeline_file.suffix or 'no suffix'!r}"
-            )
+        if timeline_file is not None:
+            _check_timeline(timeline_file)
     except files.InputError as err:
         raise files.fail(str(err)) from None
     results = [runner.run(s) for s in loaded]
@@ -74,6 +72,20 @@ def simulate(
             raise files.fail(f"--timeline: cannot write {timeline_file} ({err.strerror})") from None
         if output is Output.TABLE:
             typer.echo(f"timeline: {timeline_file}")
+
+
+def _check_timeline(path: pathlib.Path) -> None:
+    """Before the runs: a timeline that could not be written is said at once, not after the
+    table was printed."""
+    if path.suffix.lower() not in TIMELINE_SUFFIXES:
+        raise files.InputError(
+            f"--timeline: {path} must end in .html or .png, got {path.suffix or 'no suffix'!r}"
+        )
+    parent = path.parent
+    if not parent.is_dir():
+        raise files.InputError(f"--timeline: cannot write {path} (no directory {parent})")
+    if path.is_dir() or not os.access(parent, os.W_OK):
+        raise files.InputError(f"--timeline: cannot write {path} (not writable)")
 
 
 def _load(path: pathlib.Path) -> scenario.Scenario:
