@@ -83,7 +83,7 @@ def invalid_policy_events(kube: Client) -> list[Event]:
     ]
 
 
-def test_the_last_good_policy_governs_after_a_restart(
+def test_the_last_good_policy_governs_after_a_restart(  # noqa: PLR0915 - one story, step by step
     control_plane: controlplane.ControlPlane,
     kube: Client,
     namespace: str,

@@ -63,32 +63,37 @@ def parse_duration(text: str) -> dt.timedelta:
     while pos < len(s):
         m = _PART.match(s, pos)
         if m is None:
-            if s[pos] in "0123456789.":
-                raise DurationError(
-                    f"invalid duration {_quoted(text)}: missing or unknown unit "
-                    "(use ns, us, ms, s, m or h, e.g. 90s, 45m, 1h30m)"
-                )
-            raise DurationError(
-                f"invalid duration {_quoted(text)}: expected a number at {_quoted(s[pos:])}"
-            )
+            raise _bad_part(text, s[pos:])
         pos = m.end()
         if too_large:
             continue  # read on: the rest must be well formed, too
-        number, unit = m.group(1), m.group(2)
-        whole, _, frac = number.partition(".")
-        whole, frac = whole.lstrip("0"), frac[:_FRACTION_DIGITS]
-        if len(whole) > _MAX_DIGITS:
-            too_large = True
-            continue
-        scale = _UNIT_NS[unit]
-        part = int(whole or "0") * scale
-        if frac:
-            part += int(frac) * scale // (10 ** len(frac))
-        total_ns += part
+        part = _part_ns(m.group(1), _UNIT_NS[m.group(2)])
+        total_ns += part if part is not None else _MAX_NS + 1
         too_large = total_ns > _MAX_NS
     if too_large:
         raise DurationTooLarge(f"invalid duration {_quoted(text)}: too large", negative=sign < 0)
     return dt.timedelta(microseconds=sign * total_ns // 1000)
+
+
+def _part_ns(number: str, scale: int) -> int | None:
+    """One number times its unit in nanoseconds; ``None`` when it has too many digits to fit."""
+    whole, _, frac = number.partition(".")
+    whole, frac = whole.lstrip("0"), frac[:_FRACTION_DIGITS]
+    if len(whole) > _MAX_DIGITS:
+        return None  # converting it would cost time for nothing (and Python refuses 4300+)
+    part = int(whole or "0") * scale
+    if frac:
+        part += int(frac) * scale // (10 ** len(frac))
+    return part
+
+
+def _bad_part(text: str, rest: str) -> DurationError:
+    if rest[0] in "0123456789.":
+        return DurationError(
+            f"invalid duration {_quoted(text)}: missing or unknown unit "
+            "(use ns, us, ms, s, m or h, e.g. 90s, 45m, 1h30m)"
+        )
+    return DurationError(f"invalid duration {_quoted(text)}: expected a number at {_quoted(rest)}")
 
 
 _QUOTED_MAX = 64

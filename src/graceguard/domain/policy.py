@@ -334,95 +334,15 @@ def policy_from_spec(
     d = DEFAULT
 
     def duration(field: str, default: dt.timedelta, *, allow_zero: bool = False) -> dt.timedelta:
-        raw = spec.get(field)
-        if raw is None:
-            return default
-        if not isinstance(raw, str):
-            errors.append(
-                FieldError(
-                    f"{prefix}.{field}", f'expected a duration string such as "1h30m", got {raw!r}'
-                )
-            )
-            return default
-        try:
-            value = durations.parse_duration(raw)
-        except durations.DurationError as err:
-            errors.append(FieldError(f"{prefix}.{field}", str(err)))
-            return default
-        if value < dt.timedelta(0) or (value == dt.timedelta(0) and not allow_zero):
-            errors.append(FieldError(f"{prefix}.{field}", f"must be positive, got {raw!r}"))
-            return default
-        return value
+        return _duration(spec, field, default, prefix=prefix, errors=errors, allow_zero=allow_zero)
 
     max_protection = duration("maxProtection", d.max_protection)
     max_min_runtime = duration("maxMinRuntime", d.max_min_runtime)
     notice_lead = duration("noticeLead", d.notice_lead, allow_zero=True)
     pdb_max_wait = duration("pdbMaxWait", d.pdb_max_wait)
-
-    default_min_available = d.default_min_available
-    if "defaultMinAvailable" in spec:
-        raw = spec["defaultMinAvailable"]
-        if raw is None:
-            default_min_available = None
-        else:
-            try:
-                default_min_available = intorpercent.parse_int_or_percent(raw)
-            except intorpercent.IntOrPercentError as err:
-                errors.append(FieldError(f"{prefix}.defaultMinAvailable", str(err)))
-
-    found_windows: list[windows.MaintenanceWindow] = []
-    raw_windows = spec.get("maintenanceWindows", [])
-    if not isinstance(raw_windows, list):
-        errors.append(FieldError(f"{prefix}.maintenanceWindows", "expected a list"))
-        raw_windows = []
-    for i, item in enumerate(raw_windows):
-        here = f"{prefix}.maintenanceWindows[{i}]"
-        if not isinstance(item, Mapping):
-            errors.append(FieldError(here, "expected a mapping with schedule, duration, timeZone"))
-            continue
-        unknown = set(item) - {"schedule", "duration", "timeZone"}
-        for key in sorted(unknown, key=str):  # YAML keys need not be strings (1: x)
-            errors.append(
-                FieldError(f"{here}.{key}", "unknown field; known: duration, schedule, timeZone")
-            )
-        missing = [k for k in ("schedule", "duration") if k not in item]
-        for key in missing:
-            errors.append(FieldError(f"{here}.{key}", "required"))
-        if missing:
-            continue
-        schedule = item["schedule"]
-        if isinstance(schedule, str):
-            problems = schedule_problems(schedule)
-            for problem in problems:
-                errors.append(FieldError(f"{here}.schedule", problem))
-            if problems:
-                continue
-        try:
-            found_windows.append(
-                windows.MaintenanceWindow.create(
-                    schedule=_text(item["schedule"]),
-                    duration=_text(item["duration"]),
-                    time_zone=_text(item.get("timeZone", "UTC")),
-                )
-            )
-        except windows.WindowError as err:
-            errors.append(FieldError(f"{here}.{err.field}", err.reason))
-
-    windowed: frozenset[str] | None = None
-    if "windowedSources" in spec:
-        raw_sources = spec["windowedSources"]
-        if not isinstance(raw_sources, list) or not all(
-            isinstance(s, str) and s for s in raw_sources
-        ):
-            errors.append(
-                FieldError(
-                    f"{prefix}.windowedSources",
-                    "expected a list of source names such as upgrade, expiry",
-                )
-            )
-        else:
-            windowed = frozenset(raw_sources)
-
+    default_min_available = _floor(spec, d.default_min_available, prefix=prefix, errors=errors)
+    found_windows = _windows(spec.get("maintenanceWindows", []), prefix, errors)
+    windowed = _sources(spec, prefix=prefix, errors=errors)
     found_phases = d.priority_phases
     if "priorityPhases" in spec:
         found_phases = _phases(spec["priorityPhases"], f"{prefix}.priorityPhases", errors)
@@ -438,6 +358,109 @@ def policy_from_spec(
         windowed_sources=windowed,
         priority_phases=found_phases,
     )
+
+
+def _duration(
+    spec: Mapping[str, Any],
+    field: str,
+    default: dt.timedelta,
+    *,
+    prefix: str,
+    errors: list[FieldError],
+    allow_zero: bool,
+) -> dt.timedelta:
+    raw = spec.get(field)
+    if raw is None:
+        return default
+    if not isinstance(raw, str):
+        errors.append(
+            FieldError(
+                f"{prefix}.{field}", f'expected a duration string such as "1h30m", got {raw!r}'
+            )
+        )
+        return default
+    try:
+        value = durations.parse_duration(raw)
+    except durations.DurationError as err:
+        errors.append(FieldError(f"{prefix}.{field}", str(err)))
+        return default
+    if value < dt.timedelta(0) or (value == dt.timedelta(0) and not allow_zero):
+        errors.append(FieldError(f"{prefix}.{field}", f"must be positive, got {raw!r}"))
+        return default
+    return value
+
+
+def _floor(
+    spec: Mapping[str, Any],
+    default: intorpercent.IntOrPercent | None,
+    *,
+    prefix: str,
+    errors: list[FieldError],
+) -> intorpercent.IntOrPercent | None:
+    if "defaultMinAvailable" not in spec:
+        return default
+    raw = spec["defaultMinAvailable"]
+    if raw is None:
+        return None  # the default floor turned off
+    try:
+        return intorpercent.parse_int_or_percent(raw)
+    except intorpercent.IntOrPercentError as err:
+        errors.append(FieldError(f"{prefix}.defaultMinAvailable", str(err)))
+        return default
+
+
+def _sources(
+    spec: Mapping[str, Any], *, prefix: str, errors: list[FieldError]
+) -> frozenset[str] | None:
+    if "windowedSources" not in spec:
+        return None
+    raw = spec["windowedSources"]
+    if not isinstance(raw, list) or not all(isinstance(s, str) and s for s in raw):
+        errors.append(
+            FieldError(
+                f"{prefix}.windowedSources",
+                "expected a list of source names such as upgrade, expiry",
+            )
+        )
+        return None
+    return frozenset(raw)
+
+
+def _windows(raw: object, prefix: str, errors: list[FieldError]) -> list[windows.MaintenanceWindow]:
+    """``spec.maintenanceWindows``: each window read, or its fields at fault named."""
+    found: list[windows.MaintenanceWindow] = []
+    if not isinstance(raw, list):
+        errors.append(FieldError(f"{prefix}.maintenanceWindows", "expected a list"))
+        return found
+    for i, item in enumerate(raw):
+        here = f"{prefix}.maintenanceWindows[{i}]"
+        if not isinstance(item, Mapping):
+            errors.append(FieldError(here, "expected a mapping with schedule, duration, timeZone"))
+            continue
+        unknown = set(item) - {"schedule", "duration", "timeZone"}
+        for key in sorted(unknown, key=str):  # YAML keys need not be strings (1: x)
+            errors.append(
+                FieldError(f"{here}.{key}", "unknown field; known: duration, schedule, timeZone")
+            )
+        missing = [k for k in ("schedule", "duration") if k not in item]
+        for key in missing:
+            errors.append(FieldError(f"{here}.{key}", "required"))
+        schedule = item.get("schedule")
+        problems = schedule_problems(schedule) if isinstance(schedule, str) else []
+        errors.extend(FieldError(f"{here}.schedule", problem) for problem in problems)
+        if missing or problems:
+            continue
+        try:
+            found.append(
+                windows.MaintenanceWindow.create(
+                    schedule=_text(item["schedule"]),
+                    duration=_text(item["duration"]),
+                    time_zone=_text(item.get("timeZone", "UTC")),
+                )
+            )
+        except windows.WindowError as err:
+            errors.append(FieldError(f"{here}.{err.field}", err.reason))
+    return found
 
 
 def _text(value: object) -> str:

@@ -131,7 +131,9 @@ def relevant_items(annotations: Mapping[str, str]) -> tuple[tuple[str, str], ...
     return items
 
 
-def read_protection_spec(items: tuple[tuple[str, str], ...], limits: Limits) -> ProtectionSpec:
+def read_protection_spec(  # noqa: C901, PLR0912 - one step per row of DESIGN.md's annotation table
+    items: tuple[tuple[str, str], ...], limits: Limits
+) -> ProtectionSpec:
     """Interpret the relevant annotations (``relevant_items``) under the policy's ``limits``."""
     warnings: list[AnnotationWarning] = []
     offsets: list[Offset] = []
