@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import enum
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 MINUTE = dt.timedelta(minutes=1)
 HOUR = dt.timedelta(hours=1)
@@ -42,6 +42,10 @@ class Kind:
     summary: str = ""
     imminent: bool = False
     """Its disruptions come with a hard deadline (graceguard cannot hold the node)."""
+    not_built: str | None = None
+    """The part of graceguard its "with graceguard" run relies on that is not built yet (that run
+    then shows what is planned, not what the product does); ``None``: every part it relies on
+    runs in a cluster today and is shown on the real control plane by the e2e tier."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -102,6 +106,7 @@ KINDS: dict[str, Kind] = {
             ),
             ("scale-in", "az-rebalance", "instance-refresh", SET_DESIRED),
             summary="terminates instances: `node`, or `desired` for set-desired",
+            not_built="the Auto Scaling lifecycle-hook hold with heartbeats",
         ),
         Kind(
             "eks-nodegroup",
@@ -112,12 +117,14 @@ KINDS: dict[str, Kind] = {
             ),
             ("scale-in", SET_DESIRED),
             summary="scales the group in: `node`, or `desired` for set-desired",
+            not_built="the Auto Scaling lifecycle-hook hold with heartbeats",
         ),
         Kind(
             "spot",
             (),
             summary="an interruption notice for `node` at `at`; gone 2 minutes later",
             imminent=True,
+            not_built="the spot interruption source (EventBridge, instance metadata)",
         ),
         Kind(
             "node-shutdown",
@@ -128,6 +135,7 @@ KINDS: dict[str, Kind] = {
             ),
             summary="the OS of `node` shuts down at `at`",
             imminent=True,
+            not_built="the node agent's logind inhibitor lock",
         ),
         Kind(
             "upgrade",
@@ -137,6 +145,7 @@ KINDS: dict[str, Kind] = {
                 Setting("surge", F, True, "a new node joins before the old one drains"),
             ),
             summary="the platform upgrades `node` at `at`",
+            not_built="taking the platform's drain over (it hands graceguard the node)",
         ),
         Kind(
             "expiry",
@@ -145,6 +154,13 @@ KINDS: dict[str, Kind] = {
                 Setting("maxGrace", D, dt.timedelta(seconds=30), "SIGTERM to instance stop"),
             ),
             summary="`node` expires at `at`, announced `notice` before",
+            not_built="the expiry source (a scheduled disruption from the expiry notice)",
         ),
     )
 }
+
+
+def not_built(actor_kinds: Iterable[str]) -> tuple[str, ...]:
+    """The parts not built yet that a scenario with these actors relies on with graceguard."""
+    found = (KINDS[k].not_built for k in actor_kinds if k in KINDS)
+    return tuple(dict.fromkeys(part for part in found if part is not None))
