@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test venv lint typecheck imports unit scenarios integration e2e bench clean \
+.PHONY: demo test venv lint typecheck imports unit scenarios badinput integration e2e bench clean \
         cluster-build cluster-up cluster-down helm crds crds-check chart chart-check postgres
 
 $(STAMP): pyproject.toml
@@ -21,7 +21,7 @@ demo: $(STAMP)
 	$(VENV)/bin/graceguard simulate scenarios/*.yaml
 
 ## test: every tier — lint, types, layers, unit + property, scenarios, the real control plane
-test: lint typecheck imports chart-check unit scenarios integration e2e
+test: lint typecheck imports chart-check unit scenarios badinput integration e2e
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests bench hack
@@ -39,6 +39,10 @@ unit: $(STAMP) chart-check
 
 scenarios: $(STAMP)
 	$(PY) -m pytest tests/scenarios -q
+
+## badinput: every command with bad values, files and environment: one line, exit 2, no traceback
+badinput: $(STAMP)
+	$(PY) -m pytest tests/badinput -q
 
 ## integration: the adapters against real parts — the ledger on SQLite files and on a PostgreSQL
 ## server the tests start from the machine's binaries (installed from Debian when missing)

@@ -7,9 +7,8 @@ are made in a temporary directory (``{tmp}`` in an argument). Most rows run in-p
 typer's CliRunner (an exception escaping the command fails the row); a few run as real processes,
 to show what a user sees.
 
-Rows marked ``USAGE`` are refused by click (typer) before the command runs: exit 2, but the
-message is click's usage box over several lines, printed by the application in cli/main.py. They
-are expected to fail (strict) until main.py folds click's usage errors into one line.
+Rows made with ``usage`` are refused by click (typer) before the command runs; cli/main.py folds
+click's usage box into the same one line.
 """
 
 from __future__ import annotations
@@ -260,7 +259,7 @@ CASES: dict[str, Case] = {
         env={"GRACEGUARD_LEDGER": "postgresql+asyncpg://u@host:notaport/db"},
     ),
     "history limit": usage(*H, "--limit", "-1", names="--limit", says="greater than or equal to 0"),
-    "history limit words": usage(*H, "--limit", "ten", names="--limit", says="ten"),
+    "history limit words": usage(*H, "--limit", "ten", names="--limit", says="valid integer"),
     "history output": usage(*H, "--output", "xml", names="--output", says="xml"),
 }
 
@@ -283,21 +282,7 @@ def _fill(text: str, tmp: pathlib.Path) -> str:
     return text.replace("{tmp}", str(tmp))
 
 
-def _params() -> list[object]:
-    return [
-        pytest.param(
-            name,
-            marks=pytest.mark.xfail(
-                strict=True, reason="click's usage error, several lines (cli/main.py)"
-            )
-            if c.usage
-            else (),
-        )
-        for name, c in CASES.items()
-    ]
-
-
-@pytest.mark.parametrize("name", _params())
+@pytest.mark.parametrize("name", list(CASES))
 def test_bad_input_is_one_line_naming_the_field_and_exit_2(
     name: str, tmp: pathlib.Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

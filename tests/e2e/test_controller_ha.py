@@ -178,8 +178,8 @@ def test_an_invalid_policy_is_reported_and_the_last_good_one_stays_in_force(
     kube: Client,
     controller: gg.Controller,
 ) -> None:
-    """A schedule the apiserver's schema cannot judge (``99 * * * *``) is refused by the
-    controller: ``Accepted`` False with the field named; the controller keeps running."""
+    """A schedule the CRD cannot judge (``0 0 31 4-6/2 *``: April and June have no 31st) is
+    refused by the controller: ``Accepted`` False with the field named; it keeps running."""
 
     def accepted() -> tuple[str, str] | None:
         done = control_plane.kubectl("get", "disruptionpolicy", "default", "-o", "yaml")
@@ -190,7 +190,7 @@ def test_an_invalid_policy_is_reported_and_the_last_good_one_stays_in_force(
         return None
 
     wait_until(lambda: (accepted() or ("",))[0] == "True", timeout=30, what="Accepted True")
-    patch = '{"spec":{"maintenanceWindows":[{"schedule":"99 * * * *","duration":"1h"}]}}'
+    patch = '{"spec":{"maintenanceWindows":[{"schedule":"0 0 31 4-6/2 *","duration":"1h"}]}}'
     done = control_plane.kubectl(
         "patch", "disruptionpolicy", "default", "--type", "merge", "-p", patch
     )

@@ -43,7 +43,7 @@ class FakeView:
     def requests(self) -> list[disruption.DisruptionRequest]:
         return self._requests
 
-    def policy(self) -> tuple[policy.Policy, object]:
+    def policy(self) -> tuple[policy.Policy, policy.PolicyEntry | None]:
         return policy.DEFAULT, None
 
     def versions(self, keys: list[str]) -> dict[str, str]:

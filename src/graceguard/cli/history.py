@@ -124,7 +124,6 @@ def history(
     try:
         since_at = parse_since(since, now=now) if since is not None else None
         url = ledger_url or urls.default_url()
-        check_ledger_url(url, option=option or "the default ledger")
         records = asyncio.run(
             _query(
                 url,
@@ -146,27 +145,13 @@ def history(
     _print_table(chronological, log_lines=log_lines)
 
 
-def check_ledger_url(url: str, *, option: str) -> None:
-    """Refuse, naming the option, a URL that cannot be read at all (a port that is not a number
-    made the URL parser raise ``ValueError``, printed as a traceback)."""
-    try:
-        urls.parse(url)
-    except LedgerError:
-        return  # said, naming the URL, by Ledger.open
-    except ValueError:
-        raise files.InputError(
-            f"{option}: not a database URL: {url!r} (cannot read its host and port; "
-            "expected sqlite+aiosqlite:///PATH or postgresql+asyncpg://USER@HOST:PORT/DB)"
-        ) from None
-
-
 def ledger_problem(message: str, *, url: str, option: str | None) -> str:
     """A ledger error: one about the URL itself names the option it came from; one about the
     file says so when a SQLite path the user gave is relative (``sqlite+aiosqlite:///tmp/x.db``
     is ``tmp/x.db``, from the working directory)."""
     try:
         path = urls.parse(url).sqlite_path
-    except (LedgerError, ValueError):
+    except LedgerError:
         return f"{option}: {message}" if option else message
     if path is not None and not path.is_absolute() and option is not None:
         return (

@@ -72,7 +72,7 @@ async def run(
         leadership=elector,
         executor=executor.Executor(cluster=cluster_writer, recorder=recorder),
         clock=_clock,
-        policy_reporter=policy_status.PolicyStatusWriter(client),
+        policy_reporter=policy_status.PolicyStatusWriter(client, instance=identity),
         on_policy=lambda pol: limits.__setitem__(0, pol.limits),
     )
     stale_after = loop.RESYNC.total_seconds() * 3

@@ -67,7 +67,7 @@ class PolicyStatusWriter:
         self._told: set[tuple[str, str, int]] = set()
         """(uid, name, generation) already logged, and told with an event where due."""
 
-    async def report(self, entry: object, in_force: policy.Policy) -> None:
+    async def report(self, entry: policy.PolicyEntry | None, in_force: policy.Policy) -> None:
         if not isinstance(entry, policy.PolicyEntry):
             return
         accepted = entry.policy is not None

@@ -61,6 +61,10 @@ def parse(text: str) -> LedgerURL:
         url = sa.make_url(text.strip())
     except exc.ArgumentError:
         raise LedgerError(f"not a database URL: {text!r} ({_EXPECTED})") from None
+    except ValueError:  # a port that is not a number, an unclosed [ in the host
+        raise LedgerError(
+            f"not a database URL: {text!r} (cannot read its host and port; {_EXPECTED})"
+        ) from None
     backend, _, driver = url.drivername.partition("+")
     if backend == "sqlite":
         if driver not in ("", "pysqlite", "aiosqlite"):
