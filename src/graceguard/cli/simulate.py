@@ -112,6 +112,8 @@ LEGEND = (
     "the scenario's horizon. extra node-h: how much longer graceguard held nodes.",
     "min notice: the shortest warning a stopped pod had, from graceguard's first notice to its "
     "SIGTERM (0s: none); -: no pod was stopped by a disruption.",
+    "with*: this run relies on a part of graceguard that is not built yet (named below): it shows "
+    "what is planned, not what graceguard does today.",
 )
 
 
@@ -134,9 +136,12 @@ def _table(outcomes: list[outcome.Outcome]) -> None:
             style = "bold green" if i == 1 and f.premature == 0 else None
             extra = f"{o.extra_node_hours:+.2f}" if i == 1 else ""
             notice = "-" if f.min_notice is None else durations.format_duration(f.min_notice)
+            mode = "with" if i == 1 else "without"
+            if i == 1 and o.not_built:
+                mode, style = "with*", None  # planned, not built: never shown as a success
             table.add_row(
                 name,
-                "with" if i == 1 else "without",
+                mode,
                 str(f.premature),
                 str(f.killed),
                 f"{f.work_lost_hours:.2f}",
@@ -148,8 +153,21 @@ def _table(outcomes: list[outcome.Outcome]) -> None:
                 end_section=i == 1,
             )
     console.print(table)
+    _notes(console, outcomes)
+
+
+def _notes(console: Console, outcomes: list[outcome.Outcome]) -> None:
+    """Under the table: the legend, the rows that show planned parts, why pods still stopped
+    early with graceguard, and the scenario's annotation warnings."""
     for line in LEGEND:
         console.print(line, markup=False)
+    for o in outcomes:
+        if o.not_built:
+            console.print(
+                f"with* {o.scenario}: not built yet: {'; '.join(o.not_built)}",
+                markup=False,
+                style="yellow",
+            )
     for o in outcomes:
         if o.why is not None:
             console.print(

@@ -26,6 +26,7 @@ import datetime as dt
 from collections.abc import Sequence
 
 from graceguard.domain import durations, times
+from graceguard.sim import kinds
 from graceguard.sim.marks import Mark, MarkKind
 from graceguard.sim.pods import End, SimPod
 from graceguard.sim.runner import Run, ScenarioRun
@@ -80,6 +81,9 @@ class Outcome:
     why: str | None = None
     """Why pods still stopped before their work was done with graceguard (``None``: none did)."""
     warnings: tuple[Warned, ...] = ()
+    not_built: tuple[str, ...] = ()
+    """Parts of graceguard its "with graceguard" run relies on that are not built yet: that run
+    shows what is planned, not what the product does today."""
 
     @property
     def extra_node_hours(self) -> float:
@@ -95,6 +99,7 @@ class Outcome:
             "extraNodeHours": round(self.extra_node_hours, 3),
             "whyLossesWithGraceguard": self.why,
             "warnings": [w.as_json() for w in self.warnings],
+            "withGraceguardReliesOnNotBuilt": list(self.not_built),
         }
 
 
@@ -108,6 +113,7 @@ def outcome(result: ScenarioRun) -> Outcome:
         guarded=figures(result.guarded, end),
         why=why_losses(result.guarded),
         warnings=warned(result.guarded),
+        not_built=kinds.not_built(a.kind for a in result.scenario.actors),
     )
 
 
