@@ -167,3 +167,24 @@ def test_wait_follows_the_drain_until_the_controller_marks_the_node_drained(
     assert done.returncode == 0, done.stderr + gg.output_of(controller)
     assert done.stdout.strip().endswith(f"{node} is drained."), done.stdout
     assert ann.DISRUPTION_DONE_AT in node_annotations(kube, node)
+
+
+def test_a_dry_run_with_a_deadline_shows_the_imminent_plan_drain_would_carry_out(
+    control_plane: controlplane.ControlPlane,
+    kube: Client,
+    namespace: str,
+    kwok_nodes: NodeFactory,
+) -> None:
+    node = gg.node_name(kwok_nodes("a"))
+    run_pod(
+        kube, namespace, pod("job", annotations={"graceguard.io/protect": "true"}, node_name=node)
+    )
+    dry = cli(control_plane, "drain", node, "--dry-run", "--deadline", "1h", "-o", "json")
+    assert dry.exit_code == 0, dry.output
+    shown = json.loads(dry.output)
+    assert shown["request"]["class"] == "imminent"
+    deadline = times.parse_time(shown["request"]["deadline"])
+    assert dt.timedelta(minutes=59) < deadline - dt.datetime.now(dt.UTC) <= dt.timedelta(hours=1)
+    (row,) = shown["pods"]
+    # protected, but the node goes in an hour: asked to stop its 30 s grace before the deadline
+    assert times.parse_time(row["evictionAt"]) <= deadline - dt.timedelta(seconds=30)

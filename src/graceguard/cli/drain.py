@@ -59,9 +59,10 @@ def drain(
     now = dt.datetime.now(dt.UTC).replace(microsecond=0)
     try:
         until = _deadline(deadline, now)
+        _check_source(source)
         if dry_run:
             rows, request = asyncio.run(
-                plan.plan_node(node=node, source=source, kubeconfig=kubeconfig)
+                plan.plan_node(node=node, source=source, kubeconfig=kubeconfig, deadline=until)
             )
             if output == "json":
                 typer.echo(json.dumps({"node": node, "request": request, "pods": rows}, indent=2))
@@ -79,18 +80,42 @@ def drain(
 
 
 def _deadline(text: str | None, now: dt.datetime) -> dt.datetime | None:
+    """The deadline ``--deadline`` names: after ``now``, or refused. A deadline already past
+    would evict every pod at once with no notice, protected ones included: a typo must not."""
     if text is None:
         return None
+    shown = files.one_line(text[:80])
     try:
-        return now + durations.parse_duration(text)
+        at = now + durations.parse_duration(text)
+    except durations.DurationTooLarge:
+        raise files.InputError(f"--deadline: {shown!r} is too far ahead") from None
     except durations.DurationError:
-        pass
-    try:
-        return times.parse_time(text)
-    except times.TimeError:
+        try:
+            at = times.parse_time(text)
+        except times.TimeError:
+            raise files.InputError(
+                f"--deadline: expected a duration such as 2h or an RFC 3339 time, got {shown!r}"
+            ) from None
+    except OverflowError:
+        raise files.InputError(f"--deadline: {shown!r} is beyond the year 9999") from None
+    if at <= now:
         raise files.InputError(
-            f"--deadline: expected a duration such as 2h or an RFC 3339 time, got {text!r}"
-        ) from None
+            f"--deadline: {shown!r} is not in the future (it is {times.format_time(at)}); "
+            "a drain's deadline must be later than now"
+        )
+    return at
+
+
+def _check_source(source: str) -> None:
+    """The source is shown in every notice, event and ledger record: a word on one line."""
+    if not source.strip():
+        raise files.InputError("--source: must not be empty (it names who asks in every notice)")
+    if not source.isprintable():
+        raise files.InputError(
+            f"--source: {files.one_line(source[:80])!r} must be printable text on one line"
+        )
+    if len(source) > 63:
+        raise files.InputError("--source: at most 63 characters (it is written in annotations)")
 
 
 async def _open(

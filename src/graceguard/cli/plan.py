@@ -50,8 +50,14 @@ def plan(
 
 
 async def plan_node(
-    *, node: str, source: str, kubeconfig: pathlib.Path | None
+    *,
+    node: str,
+    source: str,
+    kubeconfig: pathlib.Path | None,
+    deadline: dt.datetime | None = None,
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The plan for ``node``: under its open disruption, else a new one from ``source`` (imminent
+    with ``deadline``, voluntary without), as ``drain`` would open it now."""
     cluster_view = await drains.load_cluster(kubeconfig=kubeconfig)
     if not drains.has_node(cluster_view, node):
         raise files.InputError(f"no node named {node!r}")
@@ -62,8 +68,13 @@ async def plan_node(
             id="plan",
             node=node,
             source=source,
-            disruption_class=disruption.DisruptionClass.VOLUNTARY,
+            disruption_class=(
+                disruption.DisruptionClass.IMMINENT
+                if deadline is not None
+                else disruption.DisruptionClass.VOLUNTARY
+            ),
             requested_at=now,
+            deadline=deadline,
         )
     ]
     pol, _entry = cluster_view.policy()

@@ -238,44 +238,34 @@ class _NodePlanner:
         lead = self.lead
         prot = self.reader.read(pod, self.now)
         ref = projection.ref(pod)
-        phase = self.pol.priority_phases[k].name
-        if pod.terminating:
-            return PodPlan(
-                ref,
-                self.node,
-                lead.id,
-                lead.source,
-                phase,
-                PlanStatus.TERMINATING,
-                None,
-                None,
-                prot.protected_until,
-                pod.grace_seconds,
+        d: decision.PodDecision | None = None
+        status, force_at = PlanStatus.TERMINATING, None
+        blocked: tuple[decision.Blocker, ...] = ()
+        if not pod.terminating:
+            d = decision.decide(
+                pod=pod,
+                prot=prot,
+                request=lead,
+                pol=self.pol,
+                now=self.now,
+                phase_end=phase_end,
+                not_before=self.not_before if self.deadline is None else self.asked_by,
+                used_windows=_used(self.idx.snapshot, pod),
             )
-        d = decision.decide(
-            pod=pod,
-            prot=prot,
-            request=lead,
-            pol=self.pol,
-            now=self.now,
-            phase_end=phase_end,
-            not_before=self.not_before if self.deadline is None else self.asked_by,
-            used_windows=_used(self.idx.snapshot, pod),
-        )
-        self._notify(pod, ref, d)
-        status, force_at, blocked = self._act_on_due_pod(pod, ref, d)
+            self._notify(pod, ref, d)
+            status, force_at, blocked = self._act_on_due_pod(pod, ref, d)
         return PodPlan(
             ref,
             self.node,
             lead.id,
             lead.source,
-            phase,
+            self.pol.priority_phases[k].name,
             status,
-            d.eviction_at,
-            d.scheduled_notice_at,
+            d.eviction_at if d else None,
+            d.scheduled_notice_at if d else None,
             prot.protected_until,
             pod.grace_seconds,
-            d.blocked_by + blocked,
+            (d.blocked_by if d else ()) + blocked,
             force_at,
         )
 

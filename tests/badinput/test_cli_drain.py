@@ -1,0 +1,42 @@
+"""Bad input to ``graceguard drain``, refused before it connects to anything (the kubeconfig here
+does not exist: a row that got as far as connecting would say so instead): a deadline that is not
+in the future would evict every pod at once with no notice, protected ones included; an empty or
+multi-line source would be written into every notice. Each is one line naming the option, exit 2.
+"""
+
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+
+from graceguard.cli.main import app
+
+ROWS = {
+    "deadline past duration": (["--deadline", "-2h"], "--deadline", "not in the future"),
+    "deadline zero": (["--deadline", "0s"], "--deadline", "not in the future"),
+    "deadline past time": (
+        ["--deadline", "2020-01-01T00:00:00Z"],
+        "--deadline",
+        "not in the future",
+    ),
+    "deadline too far": (["--deadline", "999999999999h"], "--deadline", "too far ahead"),
+    "deadline words": (["--deadline", "soon"], "--deadline", "expected a duration"),
+    "deadline past, dry run": (["--deadline", "-1m", "--dry-run"], "--deadline", "in the future"),
+    "source empty": (["--source", ""], "--source", "must not be empty"),
+    "source blank": (["--source", "  "], "--source", "must not be empty"),
+    "source two lines": (["--source", "a\nb"], "--source", "one line"),
+    "source too long": (["--source", "x" * 64], "--source", "at most 63"),
+}
+
+
+@pytest.mark.parametrize("name", list(ROWS))
+def test_a_bad_drain_option_is_one_line_before_connecting(name: str) -> None:
+    args, option, says = ROWS[name]
+    result = CliRunner().invoke(
+        app, ["drain", "node-a", *args, "--kubeconfig", "/nonexistent/kubeconfig"]
+    )
+    assert result.exit_code == 2, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith(f"graceguard: {option}: ") and says in line, line
+    assert result.stdout == ""
