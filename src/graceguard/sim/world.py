@@ -111,6 +111,10 @@ class World:
         """Bumped whenever a pod starts, is asked to stop or ends (budgets depend on those)."""
         self._budgets: tuple[int, tuple[cluster.PodDisruptionBudget, ...]] | None = None
         self._running: list[SimPod] | None = None
+        self._active: list[SimPod] | None = None
+        """The pods not ended yet (waiting to start or running): what the clock steps look at."""
+        self._clients_of: list[SimPod] = [p for p in self.pods if p.spec.uses is not None]
+        """The pods that hold a connection to another (few): whose clients a pod's end breaks."""
 
     # ---- nodes -------------------------------------------------------------------------------
 
@@ -177,8 +181,14 @@ class World:
 
     def running_pods(self) -> list[SimPod]:
         if self._running is None:
-            self._running = [p for p in self.pods if p.running]
+            self._running = [p for p in self.active() if p.running]
         return self._running
+
+    def active(self) -> list[SimPod]:
+        """The pods not ended yet, in creation order (kept until a pod ends or is created)."""
+        if self._active is None:
+            self._active = [p for p in self.pods if p.end is None]
+        return self._active
 
     def changed(self, pod: SimPod) -> None:
         """A pod started, was asked to stop, ended, or got new annotations."""
@@ -256,6 +266,7 @@ class World:
         self, pod: SimPod, now: dt.datetime, kind: End, cause: str, *, cascade: bool = True
     ) -> None:
         pod.end, pod.end_kind, pod.end_cause = now, kind, cause
+        self._active = None
         self.changed(pod)
         self.mark(now, MarkKind.END, pod.node, pod.name, f"{kind.value}: {cause}")
         if kind is not End.COMPLETED:
@@ -287,6 +298,9 @@ class World:
             generation=generation,
         )
         self.pods.append(replacement)
+        self._active = None
+        if replacement.spec.uses is not None:
+            self._clients_of.append(replacement)
 
     # ---- time --------------------------------------------------------------------------------
 
@@ -295,7 +309,7 @@ class World:
         killed at the end of their grace period, placed. True if anything changed."""
         self.now = now
         changed = False
-        for pod in list(self.pods):
+        for pod in list(self.active()):
             if pod.end is not None:
                 continue
             if pod.started is None:
@@ -333,7 +347,7 @@ class World:
         return changed
 
     def _clients(self, pod: SimPod) -> list[SimPod]:
-        return [p for p in self.running_pods() if p.uses == pod.name]
+        return [p for p in self._clients_of if p.running and p.uses == pod.name]
 
     def _place(self, pod: SimPod, now: dt.datetime) -> bool:
         target: SimNode | None = None
@@ -391,9 +405,7 @@ class World:
                 times.append(node.start)
             if node.end is None and node.ends_at is not None:
                 times.append(node.ends_at)
-        for pod in self.pods:
-            if pod.end is not None:
-                continue
+        for pod in self.active():
             if pod.started is None:
                 if pod.created > now:
                     times.append(pod.created)
@@ -415,7 +427,7 @@ class World:
             return False
         if any(n.end is None and n.ends_at is not None for n in self.nodes.values()):
             return False
-        return not any(p.end is None and (p.started is None or p.terminating) for p in self.pods)
+        return not any(p.started is None or p.terminating for p in self.active())
 
     # ---- requests ----------------------------------------------------------------------------
 

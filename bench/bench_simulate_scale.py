@@ -1,0 +1,105 @@
+"""simulate_scale: the simulator's wall time as scenarios grow, 72 simulated hours each.
+
+For 250, 500, 1,000 and 2,000 pods (the simulator's limit), with a node per 10 pods and events
+growing with them: jobs of 1-6 hours arriving over the first two days on a pool of nodes, a
+Deployment of services, cluster-autoscaler scale-downs, Auto Scaling scale-ins and spot
+interruptions spread over the run. Each scenario is run the way ``graceguard simulate`` runs it
+(without and with graceguard) once per size; the figure is the wall time of that.
+
+Targets (issue 14): 2,000 pods under 10 s, and each doubling at most 2.5x the time of the size
+before it. One JSON line.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import time
+from typing import Any
+
+from graceguard.sim import runner
+from graceguard.sim.scenario import read_scenario
+
+SIZES = (250, 500, 1000, 2000)
+TARGET_SECONDS = 10.0
+TARGET_DOUBLING = 2.5
+
+
+def scenario(pods: int) -> dict[str, Any]:
+    nodes = max(4, pods // 10)
+    zones = ("eu-west-1a", "eu-west-1b", "eu-west-1c")
+    node_docs = [
+        {"name": f"n{i}", "group": "pool", "zone": zones[i % len(zones)]} for i in range(nodes)
+    ]
+    services = pods // 10
+    pod_docs: list[dict[str, Any]] = [
+        {
+            "name": "web",
+            "count": services,
+            "node": [n["name"] for n in node_docs],
+            "owner": "Deployment/web",
+        },
+    ]
+    for i in range(pods - services):
+        pod_docs.append(
+            {
+                "name": f"job-{i}",
+                "node": f"n{i % nodes}",
+                "start": f"{(i * 7) % (48 * 60)}m",
+                "work": f"{1 + i % 6}h",
+                "grace": 600 if i % 3 else 3600,
+                "owner": f"Job/job-{i}",
+                **({"annotations": {"graceguard.io/min-runtime": "2h"}} if i % 4 == 0 else {}),
+            }
+        )
+    events = max(3, pods // 50)
+    ca = [{"at": f"{2 + (k * 5) % 60}h", "node": f"n{(k * 7) % nodes}"} for k in range(events)]
+    asg = [
+        {"at": f"{3 + (k * 11) % 60}h", "action": "scale-in", "node": f"n{(k * 13 + 1) % nodes}"}
+        for k in range(events // 2)
+    ]
+    spot = [
+        {"at": f"{4 + (k * 17) % 60}h", "node": f"n{(k * 19 + 2) % nodes}"}
+        for k in range(events // 3)
+    ]
+    return {
+        "name": f"scale-{pods}",
+        "start": "2026-11-20T00:00:00Z",
+        "horizon": "72h",
+        "nodes": node_docs,
+        "workloads": [{"kind": "Deployment", "name": "web", "replicas": services}],
+        "pods": pod_docs,
+        "actors": [
+            {"type": "cluster-autoscaler", "events": ca},
+            {"type": "asg", "group": "pool", "events": asg},
+            {"type": "spot", "events": spot},
+        ],
+    }
+
+
+def main() -> None:
+    seconds: dict[int, float] = {}
+    for size in SIZES:
+        loaded = read_scenario(scenario(size))
+        started = time.perf_counter()
+        runner.run(loaded)
+        seconds[size] = round(time.perf_counter() - started, 2)
+    ratios = [round(seconds[b] / max(seconds[a], 1e-9), 2) for a, b in itertools.pairwise(SIZES)]
+    print(
+        json.dumps(
+            {
+                "bench": "simulate_scale",
+                "simulated_hours": 72,
+                "seconds": {str(k): v for k, v in seconds.items()},
+                "doubling_ratios": ratios,
+                "target_seconds_2000": TARGET_SECONDS,
+                "target_doubling": TARGET_DOUBLING,
+                "meets_targets": seconds[SIZES[-1]] < TARGET_SECONDS
+                and all(r <= TARGET_DOUBLING for r in ratios),
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()
