@@ -154,7 +154,7 @@ def _sim_world() -> World:
 def run_sim(seed: int) -> Seen:
     world = _sim_world()
     refs = {name: act.PodRef("default", name, f"uid-{name}") for name in PODS}
-    cluster = SimCluster(world, clock=lambda: world.now)
+    cluster = SimCluster(world)
     ex = executor.Executor(cluster=cluster, holds=cluster)
     # the world stays at NOW, as the real pods stay within their grace periods while the test runs
     for i, actions in enumerate(sequence(seed, refs)):

@@ -98,9 +98,13 @@ class SimWebhook:
         verdict = answer.verdict
         if verdict is not None:
             return None if verdict.allowed else Refusal(verdict.message, verdict.until)
-        if answer.status != 200 or b'"allowed":false' in answer.body:
+        # no verdict: the pod was not found, or the service could not decide (failure policy)
+        if answer.status != 200:
             return Refusal(answer.body.decode(errors="replace"))
-        return None
+        response = json.loads(answer.body)["response"]
+        if response["allowed"]:
+            return None
+        return Refusal(str(response.get("status", {}).get("message", "refused")))
 
     async def _review(self, body: bytes) -> Answer:
         answer = await self._service.review(body)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 
 from graceguard.controller import ports
 from graceguard.domain import annotations as ann
@@ -48,11 +48,10 @@ class Event:
 
 
 class SimCluster:
-    """``ClusterWriter`` and ``HoldKeeper`` over a ``World`` at the simulated time ``clock()``."""
+    """``ClusterWriter`` and ``HoldKeeper`` over a ``World``, at the instant it was advanced to."""
 
-    def __init__(self, world: World, *, clock: Callable[[], dt.datetime]) -> None:
+    def __init__(self, world: World) -> None:
         self.world = world
-        self._clock = clock
         self.events: list[Event] = []
         self.changes = 0
         """Writes that changed the world (a reconcile after them may plan differently)."""
@@ -69,7 +68,7 @@ class SimCluster:
     async def post_event(
         self, *, pod: act.PodRef, reason: str, message: str, warning: bool = False
     ) -> None:
-        now = self._clock()
+        now = self.world.now
         self.events.append(Event(now, pod.key, reason, message, warning))
         if reason == notices.NoticeReason.SCHEDULED.value:
             self.scheduled[pod.key] = now
@@ -84,20 +83,25 @@ class SimCluster:
         if found is None:
             return
         if found.first_notice is None:
-            found.first_notice = self._clock()
+            found.first_notice = self.world.now
         found.notice_stage = notice.reason.value
-        found.annotations[ann.EVICTION_AT] = times.format_time(notice.eviction_at)
-        found.annotations[ann.EVICTION_REASON] = notice.source
-        self._changed(found)
+        await self.patch_pod_annotations(
+            pod=pod,
+            changes={
+                ann.EVICTION_AT: times.format_time(notice.eviction_at),
+                ann.EVICTION_REASON: notice.source,
+            },
+        )
 
     async def clear_notice(self, *, pod: act.PodRef) -> None:
         found = self._pod(pod)
         if found is None:
             return
         found.notice_stage = None
-        for key in (ann.EVICTION_AT, ann.EVICTION_REASON, ann.BLOCKED_SINCE):
-            found.annotations.pop(key, None)
-        self._changed(found)
+        await self.patch_pod_annotations(
+            pod=pod,
+            changes={ann.EVICTION_AT: None, ann.EVICTION_REASON: None, ann.BLOCKED_SINCE: None},
+        )
 
     async def patch_pod_annotations(
         self, *, pod: act.PodRef, changes: Mapping[str, str | None]
@@ -119,7 +123,7 @@ class SimCluster:
         if found is None:
             return ports.EvictionResult.GONE, f"pods {pod.name!r} not found"
         refusal = self.world.eviction_api(
-            found, self._clock(), grace_seconds, by=GRACEGUARD, username=None
+            found, self.world.now, grace_seconds, by=GRACEGUARD, username=None
         )
         if refusal is not None:
             return ports.EvictionResult.REFUSED, refusal.message
@@ -131,13 +135,13 @@ class SimCluster:
         if found is None:
             return False
         if self.world.sigterm(
-            found, self._clock(), grace_seconds, by=GRACEGUARD, evicted=True, forced=True
+            found, self.world.now, grace_seconds, by=GRACEGUARD, evicted=True, forced=True
         ):
             self.changes += 1
         return True
 
     async def cordon(self, *, node: str) -> None:
-        if self.world.cordon(node, self._clock(), GRACEGUARD):
+        if self.world.cordon(node, self.world.now, GRACEGUARD):
             self.changes += 1
 
     async def complete_disruption(self, *, request_id: str, node: str, at: dt.datetime) -> None:
@@ -149,8 +153,8 @@ class SimCluster:
     async def heartbeat(self, *, request_id: str, node: str) -> None:
         # Nothing in the cluster changes: like the real controller, the engine is not called
         # again for it; its next_wakeup must cover the next heartbeat.
-        self.world.heartbeat(request_id, self._clock())
+        self.world.heartbeat(request_id, self.world.now)
 
     async def release(self, *, request_id: str, node: str) -> None:
-        if self.world.release(request_id, self._clock(), "drained: CONTINUE the lifecycle action"):
+        if self.world.release(request_id, self.world.now, "drained: CONTINUE the lifecycle action"):
             self.changes += 1

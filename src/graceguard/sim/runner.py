@@ -73,7 +73,7 @@ def install_graceguard(world: World, loop: EventLoop) -> Controller:
     """graceguard's controller and its eviction webhook, installed in ``world``."""
     pol = world.scenario.policy
     ledger = MemoryLedger()
-    cluster = SimCluster(world, clock=lambda: world.now)
+    cluster = SimCluster(world)
     webhook = service.AdmissionService(
         state=SimAdmission(world, pol),
         events=cluster,

@@ -247,12 +247,7 @@ class World:
             if refusal is not None:
                 return refusal
         kube = self.kube_pod(pod)
-        covering = [
-            b
-            for b in self.budgets()
-            if b.namespace == kube.namespace and b.selector.matches(kube.labels)
-        ]
-        if budgets.Allowances({}, {}).check(kube, covering, None) is not None:
+        if budgets.Allowances({}, {}).check(kube, self.budgets_for(kube), None) is not None:
             return PDB_REFUSAL
         self.sigterm(pod, now, grace, by=by, evicted=True)
         return None
@@ -501,6 +496,14 @@ class World:
             notice_stage=pod.notice_stage,
         )
         return pod.kube
+
+    def budgets_for(self, kube: cluster.Pod) -> list[cluster.PodDisruptionBudget]:
+        """The PodDisruptionBudgets that select ``kube``, with their current status."""
+        return [
+            b
+            for b in self.budgets()
+            if b.namespace == kube.namespace and b.selector.matches(kube.labels)
+        ]
 
     def budgets(self) -> tuple[cluster.PodDisruptionBudget, ...]:
         """The scenario's PDBs with the status the disruption controller would compute now

@@ -86,7 +86,6 @@ class ClusterAutoscaler(Actor):
 
     def blocker(self, node: str) -> str | None:
         """Why the autoscaler will not remove ``node`` now, or ``None``."""
-        pdbs = self.world.budgets()
         allowances = budgets.Allowances({}, {})
         for pod in self.world.pods_on(node, daemons=False):
             if pod.terminating:
@@ -95,9 +94,7 @@ class ClusterAutoscaler(Actor):
             if why is not None:
                 return why
             kube = self.world.kube_pod(pod)
-            covering = [
-                b for b in pdbs if b.namespace == kube.namespace and b.selector.matches(kube.labels)
-            ]
+            covering = self.world.budgets_for(kube)
             refusal = allowances.check(kube, covering, None)
             if refusal is not None:
                 return f"{pod.name}: {refusal}"
