@@ -134,6 +134,12 @@ class Executor:
             case act.DrainComplete(request_id=request_id, node=node):
                 await c.complete_disruption(request_id=request_id, node=node, at=now)
                 return "completed"
+            case act.ReportDisruption(request_id=request_id, status=status):
+                await c.report_disruption(request_id=request_id, status=status)
+                return "reported"
+            case act.DeleteDisruption(request_id=request_id):
+                await c.delete_disruption(request_id=request_id)
+                return "deleted"
         return "unknown action"
 
     async def _mark_blocked(self, action: act.MarkBlocked) -> str:

@@ -41,15 +41,21 @@ _POD_WRITES = (
     | act.ProjectProtection
     | act.RetractProtection
 )
-_NODE_WRITES = act.Cordon | act.DrainComplete | act.CompleteHold
+_NODE_WRITES = act.Cordon
+_DISRUPTION_WRITES = (
+    act.DrainComplete | act.CompleteHold | act.ReportDisruption | act.DeleteDisruption
+)
 
 
 def written_key(action: act.Action) -> str | None:
-    """The object an action changes, as ``pod:ns/name`` or ``node:name`` (``None``: events only)."""
+    """The object an action changes, as ``pod:ns/name``, ``node:name`` or ``disruption:name``
+    (``None``: events only)."""
     if isinstance(action, _POD_WRITES):
         return f"pod:{action.pod.key}"
     if isinstance(action, _NODE_WRITES):
         return f"node:{action.node}"
+    if isinstance(action, _DISRUPTION_WRITES):
+        return f"disruption:{action.request_id}"
     return None
 
 
@@ -105,6 +111,8 @@ class Controller:
             pol=pol,
             now=now,
             reader=self._reader,
+            finished=self._view.finished(),
+            rejected=self._view.rejected(),
         )
         before = self._view.versions(
             [k for a in result.actions if (k := written_key(a)) is not None]

@@ -58,7 +58,16 @@ class ClusterWriter(EventPoster, Protocol):
         """Mark the node unschedulable."""
 
     async def complete_disruption(self, *, request_id: str, node: str, at: dt.datetime) -> None:
-        """The disruption ``request_id`` on ``node`` is done: the node is drained."""
+        """The disruption ``request_id`` on ``node`` is done: the node is drained (its status
+        says ``Done`` with ``completedAt``; the node stays cordoned)."""
+
+    async def report_disruption(
+        self, *, request_id: str, status: disruption.DisruptionStatus
+    ) -> None:
+        """Write the disruption's status (phase, pods left with their eviction times)."""
+
+    async def delete_disruption(self, *, request_id: str) -> None:
+        """Delete a finished disruption's object (kept for ``disruptionTTL``); gone is fine."""
 
 
 class HoldKeeper(Protocol):
@@ -109,7 +118,15 @@ class View(Protocol):
 
     async def wait_synced(self) -> None: ...
     def snapshot(self) -> cluster.Snapshot: ...
-    def requests(self) -> list[disruption.DisruptionRequest]: ...
+    def requests(self) -> list[disruption.DisruptionRequest]:
+        """The open disruptions (not Done or Cancelled), each with the status it reports now."""
+
+    def finished(self) -> list[tuple[str, dt.datetime]]:
+        """Finished disruptions (Done, Cancelled) by id, with when they finished."""
+
+    def rejected(self) -> list[disruption.Rejected]:
+        """Disruptions that cannot be carried out as written (their status says why)."""
+
     def policy(self) -> tuple[policy.Policy, policy.PolicyEntry | None]: ...
     def versions(self, keys: list[str]) -> dict[str, str]: ...
     async def settle(self, before: dict[str, str], *, timeout: float = 5.0) -> bool: ...

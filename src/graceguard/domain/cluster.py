@@ -103,6 +103,26 @@ class Node:
     labels: Mapping[str, str] = dataclasses.field(default_factory=_empty)
     unschedulable: bool = False
     ready: bool = True
+    taints: frozenset[str] = frozenset()
+    """The keys of its taints."""
+
+    @property
+    def being_removed(self) -> bool:
+        """Cordoned, or tainted by something that is removing it (an autoscaler's taint): an
+        eviction from it is part of a node drain, not a one-off."""
+        return self.unschedulable or not self.taints.isdisjoint(REMOVAL_TAINTS)
+
+
+REMOVAL_TAINTS = frozenset(
+    {
+        "ToBeDeletedByClusterAutoscaler",
+        "DeletionCandidateOfClusterAutoscaler",
+        "karpenter.sh/disrupted",
+        "karpenter.sh/disruption",
+        "node.kubernetes.io/unschedulable",
+    }
+)
+"""Taints that say the node is on its way out (cluster-autoscaler's, Karpenter's, a cordon's)."""
 
 
 class UnhealthyPodEvictionPolicy(enum.StrEnum):

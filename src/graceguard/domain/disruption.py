@@ -1,5 +1,11 @@
 """Disruption requests: "remove the pods from node N (by deadline D)", whatever the source, and
-which of the node's pods that means (``Scope``)."""
+which of the node's pods that means (``Scope``); and how far one has come (``DisruptionStatus``).
+
+In a cluster each request is a ``Disruption`` object (``graceguard.io/v1alpha1``, short name
+``gdis``): ``graceguard drain``, the eviction webhook's takeover and (later) the AWS hold and the
+node agent create them, the controller carries them out and reports each one's status. Pure
+values: no I/O here.
+"""
 
 from __future__ import annotations
 
@@ -30,6 +36,71 @@ class Scope(enum.StrEnum):
     last by priority."""
     POD = "pod"
     """One pod (``DisruptionRequest.pod``): the rest of the node is left alone, not cordoned."""
+
+
+class Phase(enum.StrEnum):
+    """How far a disruption has come (``status.phase`` of its object)."""
+
+    PENDING = "Pending"
+    """Not started: nothing planned yet (its node is unknown, or the controller has not run)."""
+    DRAINING = "Draining"
+    """Its pods are being told and evicted."""
+    HELD = "Held"
+    """Its pods are being told and evicted while graceguard holds the node for the source (an
+    Auto Scaling lifecycle hook kept alive by heartbeats, an inhibitor lock)."""
+    DONE = "Done"
+    """Every pod it covers is gone; the source may go on (the node stays cordoned)."""
+    CANCELLED = "Cancelled"
+    """The source withdrew it (a cancelled shutdown); notices were withdrawn."""
+    DEADLINE_EXCEEDED = "DeadlineExceeded"
+    """Its deadline passed with pods still on the node."""
+
+    @property
+    def finished(self) -> bool:
+        return self in (Phase.DONE, Phase.CANCELLED)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PodLeft:
+    """A pod a disruption still has to remove, and when graceguard plans to evict it."""
+
+    pod: str
+    """``namespace/name``."""
+    eviction_at: dt.datetime | None
+    """``None``: not planned yet (waiting for a budget, an earlier priority phase)."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class DisruptionStatus:
+    """What the controller reports on a disruption (its object's ``status``)."""
+
+    phase: Phase
+    pods: tuple[PodLeft, ...] = ()
+    completed_at: dt.datetime | None = None
+    message: str = ""
+    """Why it is in this phase, for people (``Pending``: what it waits for)."""
+    pods_remaining: int = -1
+    """How many pods are left; ``-1``: ``len(pods)`` (an object lists at most a few hundred)."""
+
+    def __post_init__(self) -> None:
+        if self.pods_remaining < 0:
+            object.__setattr__(self, "pods_remaining", len(self.pods))
+
+    @property
+    def next_eviction(self) -> dt.datetime | None:
+        planned = [p.eviction_at for p in self.pods if p.eviction_at is not None]
+        return min(planned) if planned else None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Rejected:
+    """A disruption that cannot be carried out as written (a field at fault): reported in its
+    status, never acted on."""
+
+    id: str
+    problem: str
+    status: DisruptionStatus | None
+    """What its status says now."""
 
 
 ASG_HOOK_CAP = dt.timedelta(hours=48)
@@ -64,6 +135,13 @@ class DisruptionRequest:
     scope: Scope = Scope.NODE
     pod: str | None = None
     """With ``Scope.POD``: the pod's ``namespace/name``."""
+    reason: str = ""
+    """Why, in the source's words (shown on the object and in events)."""
+    requested_by: str = ""
+    """Who asked: the user or ServiceAccount that created it, or whose eviction was taken over."""
+    status: DisruptionStatus | None = dataclasses.field(default=None, compare=False)
+    """What its object's status says now (``None``: nothing reported yet); the engine reports a
+    new status only when it differs."""
 
     def __post_init__(self) -> None:
         if (self.scope is Scope.POD) != (self.pod is not None):

@@ -43,6 +43,20 @@ class PolicyError(ValueError):
         self.errors = errors
 
 
+EVERY_SOURCE = "*"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class TakeoverRule:
+    """``spec.takeover[]``: evictions by ``source`` (``*``: any source not named elsewhere in the
+    list) are taken over by graceguard when the pod would otherwise lose something."""
+
+    source: str = EVERY_SOURCE
+    min_notice: dt.timedelta | None = None
+    """The notice a pod must have had before such an eviction may go ahead itself; ``None``: the
+    pod's notice lead (``noticeLead`` or its ``graceguard.io/notice``)."""
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class Policy:
     name: str = "default"
@@ -55,6 +69,20 @@ class Policy:
     windowed_sources: frozenset[str] | None = None
     """Sources held to the windows; ``None`` means every voluntary source."""
     priority_phases: tuple[phases.Phase, ...] = phases.DEFAULT_PHASES
+    takeover: tuple[TakeoverRule, ...] = (TakeoverRule(),)
+    """Which foreign evictions graceguard takes over; empty: none (the webhook only refuses)."""
+    disruption_ttl: dt.timedelta = dt.timedelta(hours=24)
+    """How long a finished ``Disruption`` object is kept before it is deleted."""
+
+    def takeover_for(self, source: str) -> TakeoverRule | None:
+        """The takeover rule for evictions by ``source``: its own entry, else ``*``, else none."""
+        fallback = None
+        for rule in self.takeover:
+            if rule.source == source:
+                return rule
+            if rule.source == EVERY_SOURCE and fallback is None:
+                fallback = rule
+        return fallback
 
     @property
     def limits(self) -> protection.Limits:
@@ -126,6 +154,8 @@ _SPEC_FIELDS = {
     "maintenanceWindows",
     "windowedSources",
     "priorityPhases",
+    "takeover",
+    "disruptionTTL",
 }
 
 
@@ -346,6 +376,10 @@ def policy_from_spec(
     found_phases = d.priority_phases
     if "priorityPhases" in spec:
         found_phases = _phases(spec["priorityPhases"], f"{prefix}.priorityPhases", errors)
+    takeover = d.takeover
+    if "takeover" in spec:
+        takeover = _takeover(spec["takeover"], f"{prefix}.takeover", errors)
+    disruption_ttl = duration("disruptionTTL", d.disruption_ttl)
 
     return Policy(
         name=name,
@@ -357,7 +391,45 @@ def policy_from_spec(
         maintenance_windows=tuple(found_windows),
         windowed_sources=windowed,
         priority_phases=found_phases,
+        takeover=takeover,
+        disruption_ttl=disruption_ttl,
     )
+
+
+def _takeover(raw: object, here: str, errors: list[FieldError]) -> tuple[TakeoverRule, ...]:
+    """``spec.takeover``: a list of ``{source, minNotice}``; ``[]`` takes nothing over."""
+    if raw is None:
+        return DEFAULT.takeover
+    if not isinstance(raw, list):
+        errors.append(FieldError(here, "expected a list of {source, minNotice}; [] for none"))
+        return DEFAULT.takeover
+    found: list[TakeoverRule] = []
+    seen: set[str] = set()
+    for i, item in enumerate(raw):
+        at = f"{here}[{i}]"
+        if not isinstance(item, Mapping):
+            errors.append(FieldError(at, "expected a mapping with source and minNotice"))
+            continue
+        for key in item:
+            if key not in ("source", "minNotice"):
+                errors.append(FieldError(f"{at}.{key}", "unknown field; known: minNotice, source"))
+        source = item.get("source", EVERY_SOURCE)
+        if not isinstance(source, str) or not source or source != source.strip():
+            errors.append(
+                FieldError(f"{at}.source", f'expected a source name or "*", got {source!r}')
+            )
+            continue
+        if source in seen:
+            errors.append(FieldError(f"{at}.source", f"{source!r} is listed twice"))
+            continue
+        seen.add(source)
+        min_notice = None
+        if item.get("minNotice") is not None:
+            min_notice = _duration(
+                item, "minNotice", dt.timedelta(0), prefix=at, errors=errors, allow_zero=True
+            )
+        found.append(TakeoverRule(source, min_notice))
+    return tuple(found)
 
 
 def _duration(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 
-from graceguard.domain import notices
+from graceguard.domain import disruption, notices
 from graceguard.domain.protection import AnnotationWarning
 
 
@@ -138,6 +138,23 @@ class DrainComplete:
     node: str
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class ReportDisruption:
+    """Write the disruption's status (its phase, the pods left and when each goes)."""
+
+    request_id: str
+    node: str
+    status: disruption.DisruptionStatus
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class DeleteDisruption:
+    """A finished disruption kept for the policy's ``disruptionTTL``: delete its object (the
+    ledger keeps the history)."""
+
+    request_id: str
+
+
 Action = (
     Cordon
     | PostNotice
@@ -152,4 +169,6 @@ Action = (
     | ExtendHold
     | CompleteHold
     | DrainComplete
+    | ReportDisruption
+    | DeleteDisruption
 )

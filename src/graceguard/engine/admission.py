@@ -20,6 +20,17 @@ the requester (``source_for``). The rules, in order:
    that the cluster cache does not show yet, so a drain that evicts every pod at once does not
    take the workload below its floor.
 
+**Takeover.** Where the policy takes evictions by the source over (``spec.takeover``, every
+source by default), an eviction that would cost the pod something is refused *and taken over*
+(``Verdict.takeover``: the scope of the ``Disruption`` the webhook opens or joins): the pod is
+protected; it has not had its ``ScheduledEviction`` at least ``minNotice`` ago (by default its
+notice lead, so: its announced eviction time has not come); or the eviction asks for a grace
+period shorter than the pod's own (``deleteOptions.gracePeriodSeconds``: how cluster-autoscaler
+caps it). graceguard then evicts the pod itself: notice, protection, windows, budgets, its own
+grace. A node being removed (cordoned, or tainted by an autoscaler) gets a node disruption, an
+eviction from a schedulable node a pod disruption. An eviction of a pod that had its notice and
+asks for at least its grace goes through the rules above, as without takeover.
+
 The PodDisruptionBudget itself is not checked here: the Eviction API enforces it after admission,
 atomically. A refusal's message names the pod, the rule and when eviction becomes possible
 (``retry after``); ``Verdict.retry_after`` is that wait. It is *not* sent as ``Retry-After``: the
@@ -37,7 +48,8 @@ from collections import defaultdict
 from collections.abc import Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 
-from graceguard.domain import budgets, cluster, disruption, policy, times
+from graceguard.domain import annotations as ann
+from graceguard.domain import budgets, cluster, disruption, notices, policy, times
 from graceguard.engine import decision, projection
 
 SERVICE_ACCOUNT_PREFIX = "system:serviceaccount:"
@@ -61,6 +73,8 @@ class Rule(enum.StrEnum):
     PROTECTION = "protection"
     WINDOW = "window"
     FLOOR = "floor"
+    TAKEOVER = "takeover"
+    """Refused and taken over: graceguard evicts the pod itself, with notice and its grace."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -76,6 +90,9 @@ class Verdict:
     until: dt.datetime | None = None
     """When the refusing rules stop holding the pod (``None``: unknown, e.g. a floor)."""
     retry_after: dt.timedelta | None = None
+    takeover: disruption.Scope | None = None
+    """With ``Rule.TAKEOVER``: the scope of the disruption to open or join (``NODE`` or
+    ``POD``)."""
 
     @property
     def message(self) -> str:
@@ -113,7 +130,7 @@ def format_wait(wait: dt.timedelta) -> str:
     return out
 
 
-def admit(  # noqa: PLR0911 - one answer per rule, in the order the docstring lists them
+def admit(  # noqa: C901, PLR0911 - one answer per rule, in the order the docstring lists them
     *,
     pod: cluster.Pod,
     pol: policy.Policy,
@@ -123,6 +140,8 @@ def admit(  # noqa: PLR0911 - one answer per rule, in the order the docstring li
     pending: int = 0,
     trusted: bool = False,
     reader: projection.ProtectionReader | None = None,
+    node: cluster.Node | None = None,
+    grace_seconds: int | None = None,
 ) -> Verdict:
     """Decide one eviction of ``pod`` asked by ``source`` at ``now``.
 
@@ -130,6 +149,8 @@ def admit(  # noqa: PLR0911 - one answer per rule, in the order the docstring li
     none applies. ``pending``: evictions of that workload's pods admitted but not yet visible in
     ``floor.current_healthy``. ``trusted``: the requester is graceguard's own controller.
     ``reader``: a ``ProtectionReader`` to reuse its memo (one is made when omitted).
+    ``node``: the pod's node (``None``: unknown, treated as schedulable). ``grace_seconds``: the
+    eviction's ``deleteOptions.gracePeriodSeconds`` (``None``: the pod's own).
     """
     who = pod.key
     if trusted:
@@ -139,6 +160,20 @@ def admit(  # noqa: PLR0911 - one answer per rule, in the order the docstring li
     if pod.start_time is None:
         return Verdict(True, Rule.NOT_STARTED, "not started yet", source, who)
     reader = reader or projection.ProtectionReader(pol.limits)
+    rule_for = pol.takeover_for(source)
+    if rule_for is not None:
+        taken = _takeover(
+            pod=pod,
+            pol=pol,
+            now=now,
+            source=source,
+            rule=rule_for,
+            reader=reader,
+            node=node,
+            grace_seconds=grace_seconds,
+        )
+        if taken is not None:
+            return taken
     request = disruption.DisruptionRequest(
         id="admission",
         node=pod.node or "",
@@ -181,6 +216,60 @@ def admit(  # noqa: PLR0911 - one answer per rule, in the order the docstring li
             parts.append(f"{refusal}; retry when another replica of {w.kind} {w.name} is Ready")
             return _refused(Rule.FLOOR, who=who, parts=parts, source=source, until=None, now=now)
     return Verdict(True, Rule.UNPROTECTED, "no graceguard rule holds the pod", source, who)
+
+
+def _takeover(
+    *,
+    pod: cluster.Pod,
+    pol: policy.Policy,
+    now: dt.datetime,
+    source: str,
+    rule: policy.TakeoverRule,
+    reader: projection.ProtectionReader,
+    node: cluster.Node | None,
+    grace_seconds: int | None,
+) -> Verdict | None:
+    """The refusal that takes the eviction over, when it would cost the pod something; ``None``
+    when it costs nothing (the other rules decide)."""
+    prot = reader.read(pod, now)
+    losses: list[str] = []
+    if prot.active(now):
+        losses.append(f"its protection until {_until(prot.protected_until)}")
+    lead = prot.notice_lead
+    min_notice = rule.min_notice if rule.min_notice is not None else lead
+    announced = times.time_in(pod.annotations, ann.EVICTION_AT)
+    scheduled = pod.notice_stage == notices.NoticeReason.SCHEDULED.value and announced is not None
+    if not (scheduled and announced is not None and now >= announced - lead + min_notice):
+        losses.append(f"its notice (ScheduledEviction {format_wait(min_notice)} before)")
+    if grace_seconds is not None and grace_seconds < pod.grace_seconds:
+        losses.append(f"its grace period ({grace_seconds}s asked, its own is {pod.grace_seconds}s)")
+    if not losses:
+        return None
+    scope = (
+        disruption.Scope.NODE if node is not None and node.being_removed else disruption.Scope.POD
+    )
+    request = disruption.DisruptionRequest(
+        id="takeover",
+        node=pod.node or "",
+        source=source,
+        disruption_class=disruption.DisruptionClass.VOLUNTARY,
+        requested_at=now,
+        scope=scope,
+        pod=pod.key if scope is disruption.Scope.POD else None,
+    )
+    d = decision.decide(pod=pod, prot=prot, request=request, pol=pol, now=now)
+    at = announced if announced is not None and announced > now else d.eviction_at
+    reason = (
+        f"graceguard takes this eviction over (it would cost the pod {', '.join(losses)}): "
+        f"graceguard evicts it itself at {times.format_time(at)}, with notice and its own "
+        f"grace period of {pod.grace_seconds}s"
+    )
+    verdict = _refused(Rule.TAKEOVER, who=pod.key, parts=[reason], source=source, until=at, now=now)
+    return dataclasses.replace(verdict, takeover=scope)
+
+
+def _until(at: dt.datetime | None) -> str:
+    return times.format_time(at) if at is not None else "it completes"
 
 
 def _refused(

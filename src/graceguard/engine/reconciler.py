@@ -89,8 +89,12 @@ def reconcile(
     now: dt.datetime,
     reader: projection.ProtectionReader | None = None,
     project: bool = True,
+    finished: Sequence[tuple[str, dt.datetime]] = (),
+    rejected: Sequence[disruption.Rejected] = (),
 ) -> Reconciliation:
-    """Plan every request and (with ``project``) protection across the cluster."""
+    """Plan every request and (with ``project``) protection across the cluster; report the
+    ``rejected`` requests' problems in their status; delete ``finished`` ones (id, when they
+    finished) kept for longer than the policy's ``disruptionTTL``."""
     idx = snapshot if isinstance(snapshot, index.ClusterIndex) else index.build(snapshot, pol)
     reader = reader or projection.ProtectionReader(pol.limits)
     out: list[act.Action] = []
@@ -120,6 +124,15 @@ def reconcile(
         out.extend(node_actions)
         plans.extend(node_plans)
         wake.at_least(node_wake, now)
+    for bad in rejected:
+        status = disruption.DisruptionStatus(disruption.Phase.PENDING, message=bad.problem)
+        if status != bad.status:
+            out.append(act.ReportDisruption(bad.id, "", status))
+    for request_id, at in finished:
+        if now >= at + pol.disruption_ttl:
+            out.append(act.DeleteDisruption(request_id))
+        else:
+            wake.at_least(at + pol.disruption_ttl, now)
     return Reconciliation(tuple(out), wake.at, tuple(plans), protected)
 
 
@@ -187,6 +200,14 @@ class _NodePlanner:
         self.completed: set[str] = set()
 
     def plan(self) -> None:
+        node = self.idx.nodes.get(self.node)
+        if node is None and not self._started():
+            # A node never seen: nothing to plan; say so (the node may yet join, or the name
+            # is wrong). Once a disruption has started, its node going away ends it below.
+            for r in self.requests:
+                why = f"node {self.node} not found; waiting for it to appear"
+                self._report(r, disruption.DisruptionStatus(disruption.Phase.PENDING, message=why))
+            return
         pods = self.idx.pods_by_node.get(self.node, [])
         if all(r.scope is disruption.Scope.NODE for r in self.requests):
             live = [p for p in pods if not p.finished and not p.daemon]  # the common case
@@ -196,7 +217,6 @@ class _NodePlanner:
             # Nothing to protect: the node is gone or NotReady. The ledger records what happens.
             self._complete(live)
             return
-        node = self.idx.nodes.get(self.node)
         cordon = next((r for r in self.requests if r.scope is not disruption.Scope.POD), None)
         if cordon is not None and node is not None and not node.unschedulable:
             self.out.append(act.Cordon(self.node, cordon.id))
@@ -209,6 +229,42 @@ class _NodePlanner:
             self._plan_phase(k, by_phase[k], phase_end.get(k))
         self._complete(live)
         self._keep_holds()
+        self._report_progress(live)
+
+    def _started(self) -> bool:
+        return any(
+            r.status is not None and r.status.phase is not disruption.Phase.PENDING
+            for r in self.requests
+        )
+
+    def _report(self, r: disruption.DisruptionRequest, status: disruption.DisruptionStatus) -> None:
+        if status != r.status:
+            self.out.append(act.ReportDisruption(r.id, r.node, status))
+
+    def _report_progress(self, live: list[cluster.Pod]) -> None:
+        """Each open request's status: the pods it still has to remove, each with the eviction
+        time it was told (``None`` until its notice), Held while graceguard keeps a hold."""
+        for r in self.requests:
+            if r.id in self.completed:
+                continue
+            left = tuple(
+                disruption.PodLeft(p.key, times.time_in(p.annotations, ann.EVICTION_AT))
+                for p in live
+                if r.covers(p)
+            )
+            deadline = r.effective_deadline
+            if deadline is not None and self.now >= deadline:
+                phase = disruption.Phase.DEADLINE_EXCEEDED
+                why = f"the deadline {times.format_time(deadline)} passed with pods left"
+            elif r.hold is not None:
+                phase, why = disruption.Phase.HELD, f"holding the node for {r.source}"
+            else:
+                phase, why = disruption.Phase.DRAINING, ""
+            if r is not self.lead:
+                why = f"{why}; led by {self.lead.id}" if why else f"led by {self.lead.id}"
+            self._report(r, disruption.DisruptionStatus(phase, left, message=why))
+            if deadline is not None:
+                self.wake.at_least(deadline, self.now)
 
     def _plan_phase(self, k: int, pods: list[cluster.Pod], phase_end: dt.datetime | None) -> None:
         expected_end: dt.datetime | None = None

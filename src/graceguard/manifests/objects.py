@@ -37,11 +37,17 @@ def node_from_manifest(doc: object) -> cluster.Node:
     for cond in status.get("conditions") or []:
         if isinstance(cond, Mapping) and cond.get("type") == "Ready":
             ready = cond.get("status") == "True"
+    taints = spec.get("taints")
     return cluster.Node(
         name=name,
         labels=string_map(meta.get("labels"), "metadata.labels"),
         unschedulable=bool(spec.get("unschedulable", False)),
         ready=ready,
+        taints=frozenset(
+            t["key"]
+            for t in (taints if isinstance(taints, list) else ())
+            if isinstance(t, Mapping) and isinstance(t.get("key"), str)
+        ),
     )
 
 

@@ -25,3 +25,10 @@ FACTS_BUILD = prom.Histogram(
     buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0),
     registry=REGISTRY,
 )
+TAKEOVERS = prom.Counter(
+    "graceguard_webhook_takeovers_total",
+    "Foreign evictions taken over, by source, scope (node, pod) and result: opened (a new "
+    "Disruption), joined (one was open already), failed (the Disruption could not be created).",
+    ["source", "scope", "result"],
+    registry=REGISTRY,
+)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from graceguard.domain import cluster, ledger, policy
+from graceguard.domain import cluster, disruption, ledger, policy
 from graceguard.engine import actions as act
 from graceguard.engine import admission
 
@@ -32,6 +32,20 @@ class AdmissionState(Protocol):
 
     def policy(self) -> policy.Policy:
         """The DisruptionPolicy in force."""
+
+    def node(self, name: str) -> cluster.Node | None:
+        """The node from the cache (cordoned? tainted by an autoscaler?)."""
+
+    def open_disruptions(self, node: str) -> list[disruption.DisruptionRequest]:
+        """The disruptions open on ``node`` (not Done or Cancelled), from the cache."""
+
+
+class DisruptionOpener(Protocol):
+    """Creates the ``Disruption`` a takeover opens."""
+
+    async def open_disruption(self, request: disruption.DisruptionRequest) -> bool:
+        """Create it under the name ``request.id``; ``False`` when one by that name exists
+        already (another replica opened it: joined)."""
 
 
 class EventPort(Protocol):

@@ -38,6 +38,8 @@ class EvictionReview:
     """``CREATE`` of ``pods/eviction``; anything else is allowed untouched."""
     problem: str | None = None
     """Why this review cannot be decided (the pod is not named), if so."""
+    grace_seconds: int | None = None
+    """The eviction's ``deleteOptions.gracePeriodSeconds``; ``None``: the pod's own."""
 
 
 def _text(value: object) -> str:
@@ -95,7 +97,18 @@ def parse(body: bytes) -> EvictionReview:
         dry_run=_dry_run(request, obj),
         is_eviction=is_eviction,
         problem=problem,
+        grace_seconds=_grace(obj),
     )
+
+
+def _grace(obj: object) -> int | None:
+    """The grace period the evictor asks for; a value that is not a whole number of seconds
+    (the apiserver validated it already) is read as none asked."""
+    options = obj.get("deleteOptions") if isinstance(obj, dict) else None
+    grace = options.get("gracePeriodSeconds") if isinstance(options, dict) else None
+    if isinstance(grace, bool) or not isinstance(grace, int) or grace < 0:
+        return None
+    return grace
 
 
 def _dry_run(request: Mapping[str, Any], obj: object) -> bool:

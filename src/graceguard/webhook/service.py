@@ -17,6 +17,14 @@ cluster facts, knows who graceguard is, and reports.
   a drain evicting every pod of a node at once cannot take a Deployment below its floor through
   this replica. (Replicas do not share this; a PodDisruptionBudget, which the Eviction API checks
   atomically, is exact.)
+* **Takeover.** A refusal that takes the eviction over (``admission.Rule.TAKEOVER``) also opens
+  the ``Disruption`` graceguard's controller then carries out, unless one open on the node (or,
+  for a pod disruption, covering the pod) already does: an evictor drains a node by evicting
+  all its pods at once, and they all join the first one. A takeover this replica opened in the
+  last ``JOIN_FOR`` is joined even before the cache shows it; replicas taking over the same node
+  in the same minute derive the same name, so the second one's create finds the first's object.
+  Opening runs in the background (``DisruptionOpener``), like reporting; a ``dryRun`` eviction
+  opens nothing.
 * **When it cannot decide** (cache not synced, the pod not readable, a review naming no pod, a
   bug), it answers per ``failure_policy``, the same knob as the ValidatingWebhookConfiguration's:
   ``Fail`` refuses (429 for what may pass, so evictors retry; 400 for a malformed review),
@@ -30,11 +38,13 @@ import dataclasses
 import datetime as dt
 import enum
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
+from typing import Any
 
-from graceguard.domain import budgets, cluster, ledger, policy
+from graceguard.domain import budgets, cluster, disruption, ledger, policy
 from graceguard.engine import actions as act
 from graceguard.engine import admission, projection
+from graceguard.manifests import disruptions
 from graceguard.webhook import metrics, ports
 from graceguard.webhook import review as reviews
 
@@ -45,6 +55,8 @@ PENDING_FOR = dt.timedelta(seconds=30)
 """How long an admitted eviction counts against its floor when the cache never shows it (the
 Eviction API refused it after admission, e.g. for a PDB)."""
 MAX_REPORTS_IN_FLIGHT = 256
+JOIN_FOR = dt.timedelta(minutes=2)
+"""How long a takeover this replica opened is joined without looking at the cache."""
 
 
 class FailurePolicy(enum.StrEnum):
@@ -74,6 +86,7 @@ class AdmissionService:
         state: ports.AdmissionState,
         events: ports.EventPort | None,
         denials: ports.DenialLedger | None,
+        opener: ports.DisruptionOpener | None = None,
         trusted: frozenset[str],
         failure_policy: FailurePolicy,
         clock: Callable[[], dt.datetime],
@@ -82,6 +95,9 @@ class AdmissionService:
         self._state = state
         self._events = events
         self._denials = denials
+        self._opener = opener
+        self._opened: dict[str, tuple[str, dt.datetime]] = {}
+        """Node (or pod key, for a pod disruption) -> the takeover opened for it, and when."""
         self.trusted = trusted
         self.failure_policy = failure_policy
         self._clock = clock
@@ -153,6 +169,7 @@ class AdmissionService:
         pol = state.policy()
         facts = state.facts()
         floor = facts.floor_for(pod)
+        node = state.node(pod.node) if pod.node else None
         verdict = admission.admit(
             pod=pod,
             pol=pol,
@@ -162,16 +179,31 @@ class AdmissionService:
             pending=self._pending_for(floor, pod, facts, now) if floor is not None else 0,
             trusted=trusted,
             reader=self._reader_for(pol),
+            node=node,
+            grace_seconds=rev.grace_seconds,
         )
         if not rev.dry_run:
-            if verdict.allowed:
-                if floor is not None and pod.healthy:
-                    if now >= self._next_sweep:
-                        self._sweep(now)
-                    self._pending.setdefault(floor.workload.key, {})[pod.uid] = now
-            else:
-                self._report(rev, pod, verdict, now)
+            self._after(rev, pod, verdict, floor, now)
         return verdict
+
+    def _after(
+        self,
+        rev: reviews.EvictionReview,
+        pod: cluster.Pod,
+        verdict: admission.Verdict,
+        floor: budgets.Floor | None,
+        now: dt.datetime,
+    ) -> None:
+        """What a real (not ``dryRun``) verdict leaves behind: a takeover opened, an admitted
+        eviction counted against its floor, a refusal reported."""
+        if verdict.takeover is not None:
+            self._take_over(rev, pod, verdict, now)
+        if not verdict.allowed:
+            self._report(rev, pod, verdict, now)
+        elif floor is not None and pod.healthy:
+            if now >= self._next_sweep:
+                self._sweep(now)
+            self._pending.setdefault(floor.workload.key, {})[pod.uid] = now
 
     def _reader_for(self, pol: policy.Policy) -> projection.ProtectionReader:
         if self._reader is None or self._reader_policy is not pol:
@@ -214,6 +246,65 @@ class AdmissionService:
             return Answer(200, reviews.answer(rev, allowed=True, warnings=(warning,)))
         metrics.REVIEWS.labels(result="denied-undecided", rule="").inc()
         return Answer(200, reviews.answer(rev, allowed=False, code=code, message=text))
+
+    # ---- taking an eviction over ----
+
+    def _take_over(
+        self,
+        rev: reviews.EvictionReview,
+        pod: cluster.Pod,
+        verdict: admission.Verdict,
+        now: dt.datetime,
+    ) -> None:
+        scope = verdict.takeover
+        assert scope is not None and pod.node
+        key = pod.node if scope is disruption.Scope.NODE else pod.key
+        mine = self._opened.get(key)
+        if mine is not None and now - mine[1] < JOIN_FOR:
+            metrics.TAKEOVERS.labels(source=verdict.source, scope=str(scope), result="joined").inc()
+            return
+        for open_request in self._state.open_disruptions(pod.node):
+            if open_request.scope is not disruption.Scope.POD or open_request.pod == pod.key:
+                metrics.TAKEOVERS.labels(
+                    source=verdict.source, scope=str(scope), result="joined"
+                ).inc()
+                return
+        if len(self._opened) > 10_000:
+            self._opened = {k: v for k, v in self._opened.items() if now - v[1] < JOIN_FOR}
+        pod_key = pod.key if scope is disruption.Scope.POD else None
+        request = disruption.DisruptionRequest(
+            id=disruptions.request_name(source=verdict.source, node=pod.node, pod=pod_key, at=now),
+            node=pod.node,
+            source=verdict.source,
+            disruption_class=disruption.DisruptionClass.VOLUNTARY,
+            requested_at=now,
+            scope=scope,
+            pod=pod_key,
+            reason=f"eviction of {pod.key} by {verdict.source} taken over by graceguard",
+            requested_by=rev.username,
+        )
+        self._opened[key] = (request.id, now)
+        self._background(self._open(request, verdict.source))
+
+    async def _open(self, request: disruption.DisruptionRequest, source: str) -> None:
+        if self._opener is None:
+            return
+        labels = {"source": source, "scope": str(request.scope)}
+        try:
+            created = await self._opener.open_disruption(request)
+        except Exception as err:
+            metrics.TAKEOVERS.labels(**labels, result="failed").inc()
+            log.warning("cannot open the takeover disruption %s: %s", request.id, err)
+            self._opened.pop(request.node if request.pod is None else request.pod, None)
+            return
+        metrics.TAKEOVERS.labels(**labels, result="opened" if created else "joined").inc()
+        if created:
+            log.info("took over %s on %s: disruption %s", source, request.node, request.id)
+
+    def _background(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     # ---- reporting a refusal ----
 
@@ -258,9 +349,7 @@ class AdmissionService:
             at=now,
             period=period,
         )
-        task = asyncio.get_running_loop().create_task(self._send_report(record))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._background(self._send_report(record))
 
     async def _send_report(self, rec: ledger.DenialRecord) -> None:
         if self._denials is not None:
