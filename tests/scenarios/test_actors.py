@@ -100,11 +100,12 @@ def test_ca_unneeded_clock_starts_over_while_blocked() -> None:
     assert pod(world, "svc").sigterm_at == START + 40 * MIN
 
 
-def test_ca_with_graceguard_honours_the_projection_then_evicts_without_notice() -> None:
-    """What the product does today: the projected safe-to-evict keeps the autoscaler away while
-    the pod is protected; once protection ends the autoscaler's own eviction is admitted by the
-    webhook, with the autoscaler's capped grace and no notice (taking such drains over is issue 8).
-    """
+def test_ca_with_graceguard_honours_the_projection_then_is_taken_over() -> None:
+    """The projected safe-to-evict keeps the autoscaler away while the pod is protected; once
+    protection ends the autoscaler's eviction (grace capped at 600 s, no notice) is refused and
+    taken over: graceguard gives the notice lead, then evicts with the pod's own 900 s; the node
+    is held (scale-down-disabled) until the pod is gone, and removed after the autoscaler's
+    unneeded time."""
     doc = two_nodes(
         [
             {"name": "job", "node": "n1", "work": "1h", "grace": 900, "owner": "Job/j",
@@ -112,22 +113,30 @@ def test_ca_with_graceguard_honours_the_projection_then_evicts_without_notice() 
         ],
         ca([{"at": "0s", "node": "n1"}]),
     )  # fmt: skip
-    world = run(doc, Mode.WITH)
+    result = runner.run_mode(read_scenario(doc), Mode.WITH)
+    world = result.world
     job = pod(world, "job")
     # blocked by the projected annotation until 00:30, unneeded 10 minutes more: scale-down at
-    # 00:40, evicted at once with its grace capped at 600 s: killed at 00:50
+    # 00:40, refused and taken over: notice at 00:40, evicted at 00:50 with its own 900 s, done
+    # with its work at 01:00; the node is removed 10 unneeded minutes later
     request = next(m for m in world.marks if m.kind is MarkKind.REQUEST)
     assert request.at == START + 40 * MIN
-    assert job.sigterm_at == START + 40 * MIN
-    assert job.grace_end == START + 50 * MIN
-    assert job.first_notice is None
-    assert job.end_kind is End.KILLED
+    assert job.first_notice == START + 40 * MIN
+    assert job.sigterm_at == START + 50 * MIN
+    assert job.grace_end == START + 65 * MIN
+    assert job.end_kind is End.COMPLETED
+    assert world.nodes["n1"].end == START + 70 * MIN
+    assert result.ledger is not None
+    (denial,) = result.ledger.denials.values()
+    assert (denial.source, denial.rule) == ("cluster-autoscaler", "takeover")
 
 
-def test_ca_with_graceguard_is_refused_by_the_webhook_and_leaves_the_node() -> None:
-    """A pod protected by graceguard's own annotation on a node the autoscaler picks anyway (a
-    projection not yet seen): the real webhook service refuses each eviction; after
-    ``MaxPodEvictionTime`` the scale-down fails, the taint goes and the node stays."""
+def test_ca_with_graceguard_is_refused_and_the_node_held_until_the_pod_is_done() -> None:
+    """A pod protected by graceguard's own annotation on a node the autoscaler picks anyway (the
+    user's safe-to-evict "true" overrides the projection): the webhook refuses the evictions and
+    takes the drain over; graceguard holds the node (scale-down-disabled) so the autoscaler does
+    not pick it again, the job finishes its work, and the empty node is removed after the
+    autoscaler's unneeded time."""
     doc = two_nodes(
         [
             {"name": "job", "node": "n1", "work": "1h", "grace": 900, "owner": "Job/j",
@@ -141,17 +150,16 @@ def test_ca_with_graceguard_is_refused_by_the_webhook_and_leaves_the_node() -> N
     job = pod(world, "job")
     assert job.end_kind is End.COMPLETED and job.sigterm_at is None
     blocked = [m for m in world.marks if m.kind is MarkKind.BLOCKED]
-    assert blocked and "protected by graceguard.io/protect=true" in blocked[0].text
+    assert blocked and "takes this eviction over" in blocked[0].text
+    assert "protection until" in blocked[0].text
     failed = [m.at for m in world.marks if "scale-down failed" in m.text]
-    # unneeded 10 minutes, 2 minutes of refused evictions, again: 00:12, 00:24, 00:36, 00:48
-    assert failed == [START + k * 12 * MIN for k in (1, 2, 3, 4)]
-    # the fifth attempt, at 00:58, is still evicting when the job finishes at 01:00
-    assert world.nodes["n1"].end == START + 60 * MIN
+    assert failed == [START + 12 * MIN]  # once: the held node is not picked again
+    assert world.nodes["n1"].end == START + 70 * MIN
     assert result.ledger is not None
-    denials = sorted(result.ledger.denials.values(), key=lambda d: d.at)
-    # one record per attempt: its retries fall in one 10-minute reporting period
-    assert [d.at for d in denials] == [START + (12 * k - 2) * MIN for k in (1, 2, 3, 4, 5)]
-    assert {(d.source, d.rule) for d in denials} == {("cluster-autoscaler", "protection")}
+    denials = list(result.ledger.denials.values())
+    assert [(d.at, d.source, d.rule) for d in denials] == [
+        (START + 10 * MIN, "cluster-autoscaler", "takeover")
+    ]
 
 
 # ---- Auto Scaling group and its lifecycle hook -------------------------------------------------

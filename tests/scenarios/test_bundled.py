@@ -21,6 +21,7 @@ BUNDLED = sorted(p.stem for p in (pathlib.Path(__file__).parents[2] / "scenarios
 VOLUNTARY = [
     "asg-azrebalance-pgbouncer",
     "cluster-autoscaler-2h-job",
+    "cluster-autoscaler-takeover-unannotated",
     "eks-desired-size-1h-jobs",
     "expiry-10m-notice",
     "upgrade-nightly-window-min-runtime",
@@ -36,6 +37,9 @@ EXPECTED = {
     "asg-azrebalance-pgbouncer": ((4, 5, 1.5, 3), (0, 0, 0.0, 0)),
     # The 2-hour job is evicted at 21:30 with grace capped at 600 s: killed at 21:40, 1h40m done.
     "cluster-autoscaler-2h-job": ((1, 1, 1.667, 0), (0, 0, 0.0, 0)),
+    # The same job unannotated: without graceguard the same loss; with it the capped eviction is
+    # taken over, the job noticed at 21:30, evicted at 21:40 with its own 7200 s, done at 22:00.
+    "cluster-autoscaler-takeover-unannotated": ((1, 1, 1.667, 0), (0, 0, 0.0, 0)),
     # Four one-hour jobs with 20, 30, 40, 50 minutes left are killed 15 minutes after EKS evicts.
     "eks-desired-size-1h-jobs": ((4, 4, 2.667, 0), (0, 0, 0.0, 0)),
     # The transcode gets SIGTERM at expiry and 30 s: killed with 40m30s of its 50m done.

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 
 from graceguard.controller import ports
 from graceguard.domain import annotations as ann
-from graceguard.domain import cluster, notices, times
+from graceguard.domain import cluster, disruption, notices, times
 from graceguard.engine import actions as act
 
 
@@ -29,6 +29,8 @@ class SnapshotCluster:
         self.completed: list[str] = []
         self.heartbeats: list[str] = []
         self.released: list[str] = []
+        self.reported: dict[str, disruption.DisruptionStatus] = {}
+        self.deleted: list[str] = []
         self.refuse_evictions = False
 
     def _update(self, ref: act.PodRef, change: Callable[[cluster.Pod], cluster.Pod]) -> bool:
@@ -111,8 +113,29 @@ class SnapshotCluster:
             ),
         )
 
+    async def hold_node(self, *, node: str, request_id: str | None) -> None:
+        self.snapshot = dataclasses.replace(
+            self.snapshot,
+            nodes=tuple(
+                dataclasses.replace(
+                    n, scale_down_disabled=request_id is not None, held_for=request_id
+                )
+                if n.name == node
+                else n
+                for n in self.snapshot.nodes
+            ),
+        )
+
     async def complete_disruption(self, *, request_id: str, node: str, at: dt.datetime) -> None:
         self.completed.append(request_id)
+
+    async def report_disruption(
+        self, *, request_id: str, status: disruption.DisruptionStatus
+    ) -> None:
+        self.reported[request_id] = status
+
+    async def delete_disruption(self, *, request_id: str) -> None:
+        self.deleted.append(request_id)
 
     async def heartbeat(self, *, request_id: str, node: str) -> None:
         self.heartbeats.append(request_id)

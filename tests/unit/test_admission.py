@@ -19,7 +19,9 @@ from graceguard.engine import admission, decision, index, projection
 
 NOW = dt.datetime(2026, 11, 21, 3, 47, 13, tzinfo=dt.UTC)
 HOUR = dt.timedelta(hours=1)
-DEFAULT = policy.DEFAULT
+DEFAULT = dataclasses.replace(policy.DEFAULT, takeover=())
+"""The rules as they stand without takeover (``spec.takeover: []``); tests/unit/test_takeover.py
+has the takeover."""
 DEPLOY = cluster.WorkloadRef("Deployment", "team", "web")
 
 

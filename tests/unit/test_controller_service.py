@@ -41,7 +41,18 @@ class FakeView:
         return self.fake.snapshot
 
     def requests(self) -> list[disruption.DisruptionRequest]:
-        return self._requests
+        """The open requests with the status last reported, as the API server keeps them."""
+        return [
+            dataclasses.replace(r, status=self.fake.reported.get(r.id))
+            for r in self._requests
+            if r.id not in self.fake.completed
+        ]
+
+    def finished(self) -> list[tuple[str, dt.datetime]]:
+        return []
+
+    def rejected(self) -> list[disruption.Rejected]:
+        return []
 
     def policy(self) -> tuple[policy.Policy, policy.PolicyEntry | None]:
         return policy.DEFAULT, None

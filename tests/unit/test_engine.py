@@ -121,7 +121,13 @@ def test_a_moved_eviction_with_a_fresh_notice_still_falls_in_a_window() -> None:
 def test_a_drain_from_nomination_to_completion() -> None:
     snap = cluster.Snapshot(nodes=NODES, pods=(pod("a"),))
     r = reconciler.reconcile(snapshot=snap, requests=[request()], pol=policy.DEFAULT, now=NOW)
-    assert kinds(r.actions) == ["Cordon", "PostNotice", "PostNotice"]
+    assert kinds(r.actions) == [
+        "Cordon",
+        "HoldNode",
+        "PostNotice",
+        "PostNotice",
+        "ReportDisruption",
+    ]
     proposed, scheduled = (a.notice for a in r.actions if isinstance(a, act.PostNotice))
     assert proposed.reason is notices.NoticeReason.PROPOSED
     assert proposed.message == (

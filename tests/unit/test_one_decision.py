@@ -5,9 +5,10 @@ For a pod on a node that a voluntary request from ``source`` opens now:
 - ``explain``'s JSON, ``plan``'s row and the controller's notice name the same eviction time and
   protection;
 - the controller evicts now exactly when ``plan`` says the pod is evicting;
-- the webhook refuses ``source``'s own eviction for protection exactly when the plan is held by
-  protection, and (where no notice lead moves the plan: the webhook asks none of other evictors
-  yet, issue 8) for a window exactly when the plan waits for one.
+- the webhook takes ``source``'s own eviction over exactly when the pod would lose its protection
+  or its notice, and announces the time the controller evicts it; without takeover
+  (``takeover: []``) it refuses for protection exactly when the plan is held by protection, and
+  (where no notice lead moves the plan) for a window exactly when the plan waits for one.
 """
 
 from __future__ import annotations
@@ -114,10 +115,20 @@ def test_explain_plan_controller_and_webhook_agree(
     evicts = any(isinstance(a, act.Evict) for a in result.actions)
     assert evicts == (row["status"] == reconciler.PlanStatus.EVICTING.value)
 
-    # the webhook: the same rules for the source's own eviction. It asks no notice of other
-    # evictors (issue 8), so a window can differ only where the notice lead moved the plan.
+    # the webhook, taking the eviction over (the policy's default): it refuses exactly when the
+    # pod would lose its protection or its notice, and announces the controller's eviction time.
     verdict = admission.admit(pod=pod, pol=pol, now=now, source=source)
     rules = {b.rule for b in d.blocked_by}
+    loses = "protection" in rules or d.notice_lead > dt.timedelta(0)
+    assert (verdict.rule is admission.Rule.TAKEOVER) == loses, verdict
+    if verdict.rule is admission.Rule.TAKEOVER:
+        assert verdict.until == d.eviction_at, (verdict, d)
+
+    # without takeover (``takeover: []``): the same rules for the source's own eviction. It asks
+    # no notice of other evictors then, so a window can differ only where the notice lead moved
+    # the plan.
+    bare = dataclasses.replace(pol, takeover=())
+    verdict = admission.admit(pod=pod, pol=bare, now=now, source=source)
     assert ("protection" in rules) == (verdict.rule is admission.Rule.PROTECTION), verdict
     if d.notice_lead == dt.timedelta(0):
         held = rules & {"protection", "window"}

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from graceguard.domain import annotations as ann
-from graceguard.domain import cluster, ledger, policy
+from graceguard.domain import cluster, disruption, ledger, policy
 from graceguard.domain import windows as win
 from graceguard.domain.intorpercent import IntOrPercent
 from graceguard.engine import actions as act
@@ -40,6 +40,8 @@ def pod(name: str, **kw: Any) -> cluster.Pod:
 
 
 PROTECTED = pod("train", annotations={ann.MIN_RUNTIME: "3h"})
+NO_TAKEOVER = dataclasses.replace(policy.DEFAULT, takeover=())
+"""The rules without takeover (``spec.takeover: []``); the takeover tests set the default."""
 
 
 class State:
@@ -49,8 +51,10 @@ class State:
         self.api: dict[str, cluster.Pod] = {}
         self.api_error: Exception | None = None
         self.facts_value = admission.EMPTY_FACTS
-        self.pol = policy.DEFAULT
+        self.pol = NO_TAKEOVER
         self.broken = False
+        self.nodes: dict[str, cluster.Node] = {}
+        self.open: list[disruption.DisruptionRequest] = []
 
     def pod(self, namespace: str, name: str) -> cluster.Pod | None:
         return self.pods.get(name) if namespace == "team" else None
@@ -67,6 +71,29 @@ class State:
 
     def policy(self) -> policy.Policy:
         return self.pol
+
+    def node(self, name: str) -> cluster.Node | None:
+        return self.nodes.get(name)
+
+    def open_disruptions(self, node: str) -> list[disruption.DisruptionRequest]:
+        return [r for r in self.open if r.node == node]
+
+
+class Opener:
+    """The ``DisruptionOpener``: the objects created, by name (a second create of a name is
+    refused, as the API server answers 409)."""
+
+    def __init__(self) -> None:
+        self.created: dict[str, disruption.DisruptionRequest] = {}
+        self.fail = False
+
+    async def open_disruption(self, request: disruption.DisruptionRequest) -> bool:
+        if self.fail:
+            raise ConnectionError("apiserver down")
+        if request.id in self.created:
+            return False
+        self.created[request.id] = request
+        return True
 
 
 class Events:
@@ -111,6 +138,7 @@ class Rig:
     events: Events
     denials: Denials
     clock: Clock
+    opener: Opener
 
 
 def rig(
@@ -125,15 +153,17 @@ def rig(
     events = events or Events()
     denials = denials or Denials()
     clock = Clock()
+    opener = Opener()
     service = AdmissionService(
         state=state,
         events=events,
         denials=denials,
+        opener=opener,
         trusted=frozenset({GRACEGUARD}),
         failure_policy=failure,
         clock=clock,
     )
-    return Rig(service, state, events, denials, clock)
+    return Rig(service, state, events, denials, clock, opener)
 
 
 def body(
@@ -382,7 +412,7 @@ async def test_the_sources_windows_apply() -> None:
     r = rig([pod("web-1")])
     window = win.MaintenanceWindow.create(schedule="0 2 * * *", duration="1h")
     r.state.pol = dataclasses.replace(
-        policy.DEFAULT,
+        NO_TAKEOVER,
         maintenance_windows=(window,),
         windowed_sources=frozenset({"cluster-autoscaler"}),
     )
@@ -553,3 +583,119 @@ async def test_admissions_of_workloads_never_reviewed_again_are_forgotten() -> N
     r.clock.now += dt.timedelta(seconds=31)
     assert (await ask(r, body("p0")))["allowed"] is True
     assert list(r.service._pending) == [refs[0].key]
+
+
+# ---- takeover ----
+
+
+def takeover_rig(*pods_: cluster.Pod) -> Rig:
+    r = rig(list(pods_))
+    r.state.pol = policy.DEFAULT  # takeover of every source
+    r.state.nodes = {
+        "n1": cluster.Node("n1", taints=frozenset({"ToBeDeletedByClusterAutoscaler"})),
+        "n2": cluster.Node("n2"),
+    }
+    return r
+
+
+def capped(name: str, grace: int = 600, **kw: Any) -> bytes:
+    obj = {
+        "apiVersion": "policy/v1",
+        "kind": "Eviction",
+        "metadata": {"name": name, "namespace": "team"},
+        "deleteOptions": {"gracePeriodSeconds": grace},
+    }
+    return body(name, object=obj, **kw)
+
+
+@pytest.mark.asyncio
+async def test_a_drain_of_a_tainted_node_is_taken_over_once_for_all_its_pods() -> None:
+    """The autoscaler evicts every pod of the node at once, with its capped grace: each is refused
+    with graceguard's message; one node Disruption is opened for them all, named after the source
+    and the node, asked by the autoscaler's user."""
+    pods_ = [pod(f"job-{i}", grace_seconds=7200) for i in range(3)]
+    r = takeover_rig(*pods_)
+    for p in pods_:
+        found = await ask(r, capped(p.name))
+        assert not found["allowed"] and found["status"]["code"] == 429
+        message = found["status"]["message"]
+        assert message.startswith(f"graceguard: pod team/{p.name}: graceguard takes this")
+        assert "its grace period (600s asked, its own is 7200s)" in message
+        assert "its own grace period of 7200s" in message
+        assert found["auditAnnotations"]["rule"] == "takeover"
+    (opened,) = r.opener.created.values()
+    assert opened.scope is disruption.Scope.NODE and opened.pod is None
+    assert (opened.node, opened.source, opened.requested_by) == (
+        "n1",
+        "cluster-autoscaler",
+        AUTOSCALER,
+    )
+    assert opened.id.startswith("cluster-autoscaler.n1.")
+    assert opened.disruption_class is disruption.DisruptionClass.VOLUNTARY
+    # each refusal is reported, as any other (an EvictionBlocked event, a ledger record)
+    assert {d.rule for d in r.denials.records} == {"takeover"}
+    assert len(r.denials.records) == 3
+
+
+@pytest.mark.asyncio
+async def test_an_eviction_on_a_schedulable_node_opens_a_pod_disruption() -> None:
+    r = takeover_rig(pod("web-1", node="n2"), pod("web-2", node="n2"))
+    found = await ask(r, body("web-1", user="alice"))
+    assert not found["allowed"]
+    (opened,) = r.opener.created.values()
+    assert opened.scope is disruption.Scope.POD and opened.pod == "team/web-1"
+    assert opened.source == "eviction-api" and opened.node == "n2"
+    await ask(r, body("web-2", user="alice"))
+    assert {o.pod for o in r.opener.created.values()} == {"team/web-1", "team/web-2"}
+
+
+@pytest.mark.asyncio
+async def test_an_open_disruption_on_the_node_is_joined_not_opened_again() -> None:
+    r = takeover_rig(pod("job-1"))
+    r.state.open = [
+        disruption.DisruptionRequest(
+            id="drain.n1.1",
+            node="n1",
+            source="drain",
+            disruption_class=disruption.DisruptionClass.VOLUNTARY,
+            requested_at=NOW,
+        )
+    ]
+    found = await ask(r, capped("job-1"))
+    assert not found["allowed"]
+    assert r.opener.created == {}
+
+
+@pytest.mark.asyncio
+async def test_a_pod_noticed_long_enough_and_asked_for_its_grace_goes() -> None:
+    noticed = pod(
+        "job-1",
+        grace_seconds=600,
+        notice_stage="ScheduledEviction",
+        annotations={ann.EVICTION_AT: "2026-11-21T03:47:13Z", ann.EVICTION_REASON: "drain"},
+    )
+    r = takeover_rig(noticed)
+    assert (await ask(r, capped("job-1", grace=600)))["allowed"]
+    assert r.opener.created == {}
+    # the same pod, its grace capped: taken over after all
+    assert not (await ask(r, capped("job-1", grace=30)))["allowed"]
+    assert len(r.opener.created) == 1
+
+
+@pytest.mark.asyncio
+async def test_a_dry_run_takes_nothing_over() -> None:
+    r = takeover_rig(pod("job-1"))
+    found = await ask(r, capped("job-1", dry_run=True))
+    assert not found["allowed"]
+    assert r.opener.created == {} and r.denials.records == []
+
+
+@pytest.mark.asyncio
+async def test_a_failed_create_is_logged_and_the_next_eviction_tries_again() -> None:
+    r = takeover_rig(pod("job-1"))
+    r.opener.fail = True
+    assert not (await ask(r, capped("job-1")))["allowed"]  # the answer does not depend on it
+    assert r.opener.created == {}
+    r.opener.fail = False
+    assert not (await ask(r, capped("job-1")))["allowed"]
+    assert len(r.opener.created) == 1

@@ -137,6 +137,9 @@ class Executor:
             case act.ReportDisruption(request_id=request_id, status=status):
                 await c.report_disruption(request_id=request_id, status=status)
                 return "reported"
+            case act.HoldNode(node=node, request_id=held_for):
+                await c.hold_node(node=node, request_id=held_for)
+                return "held" if held_for is not None else "let go"
             case act.DeleteDisruption(request_id=request_id):
                 await c.delete_disruption(request_id=request_id)
                 return "deleted"

@@ -41,7 +41,7 @@ _POD_WRITES = (
     | act.ProjectProtection
     | act.RetractProtection
 )
-_NODE_WRITES = act.Cordon
+_NODE_WRITES = act.Cordon | act.HoldNode
 _DISRUPTION_WRITES = (
     act.DrainComplete | act.CompleteHold | act.ReportDisruption | act.DeleteDisruption
 )

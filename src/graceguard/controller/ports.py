@@ -57,6 +57,10 @@ class ClusterWriter(EventPoster, Protocol):
     async def cordon(self, *, node: str) -> None:
         """Mark the node unschedulable."""
 
+    async def hold_node(self, *, node: str, request_id: str | None) -> None:
+        """Set ``scale-down-disabled: "true"`` and ``graceguard.io/held-for: REQUEST_ID`` on the
+        node; with ``None``, remove both."""
+
     async def complete_disruption(self, *, request_id: str, node: str, at: dt.datetime) -> None:
         """The disruption ``request_id`` on ``node`` is done: the node is drained (its status
         says ``Done`` with ``completedAt``; the node stays cordoned)."""

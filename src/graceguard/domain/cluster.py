@@ -105,6 +105,10 @@ class Node:
     ready: bool = True
     taints: frozenset[str] = frozenset()
     """The keys of its taints."""
+    scale_down_disabled: bool = False
+    """It carries ``cluster-autoscaler.kubernetes.io/scale-down-disabled: "true"``."""
+    held_for: str | None = None
+    """The Disruption for which graceguard set that annotation (``graceguard.io/held-for``)."""
 
     @property
     def being_removed(self) -> bool:

@@ -139,6 +139,15 @@ class DrainComplete:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class HoldNode:
+    """Keep autoscalers from deleting the node while graceguard drains it (``scale-down-disabled``
+    with ``graceguard.io/held-for``); ``request_id`` ``None``: let them again (both removed)."""
+
+    node: str
+    request_id: str | None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class ReportDisruption:
     """Write the disruption's status (its phase, the pods left and when each goes)."""
 
@@ -171,4 +180,5 @@ Action = (
     | DrainComplete
     | ReportDisruption
     | DeleteDisruption
+    | HoldNode
 )

@@ -239,7 +239,8 @@ def _takeover(
     min_notice = rule.min_notice if rule.min_notice is not None else lead
     announced = times.time_in(pod.annotations, ann.EVICTION_AT)
     scheduled = pod.notice_stage == notices.NoticeReason.SCHEDULED.value and announced is not None
-    if not (scheduled and announced is not None and now >= announced - lead + min_notice):
+    noticed = scheduled and announced is not None and now >= announced - lead + min_notice
+    if min_notice > dt.timedelta(0) and not noticed:
         losses.append(f"its notice (ScheduledEviction {format_wait(min_notice)} before)")
     if grace_seconds is not None and grace_seconds < pod.grace_seconds:
         losses.append(f"its grace period ({grace_seconds}s asked, its own is {pod.grace_seconds}s)")

@@ -124,6 +124,9 @@ def reconcile(
         out.extend(node_actions)
         plans.extend(node_plans)
         wake.at_least(node_wake, now)
+    for held in idx.snapshot.nodes:
+        if held.held_for is not None and held.name not in by_node:
+            out.append(act.HoldNode(held.name, None))  # its disruption went away
     for bad in rejected:
         status = disruption.DisruptionStatus(disruption.Phase.PENDING, message=bad.problem)
         if status != bad.status:
@@ -220,6 +223,8 @@ class _NodePlanner:
         cordon = next((r for r in self.requests if r.scope is not disruption.Scope.POD), None)
         if cordon is not None and node is not None and not node.unschedulable:
             self.out.append(act.Cordon(self.node, cordon.id))
+        if cordon is not None and node is not None and live and not node.scale_down_disabled:
+            self.out.append(act.HoldNode(self.node, cordon.id))
         phase_list = self.pol.priority_phases
         by_phase: dict[int, list[cluster.Pod]] = defaultdict(list)
         for pod in live:
@@ -230,6 +235,8 @@ class _NodePlanner:
         self._complete(live)
         self._keep_holds()
         self._report_progress(live)
+        if node is not None and node.held_for is not None and not live:
+            self.out.append(act.HoldNode(self.node, None))  # drained: autoscalers may remove it
 
     def _started(self) -> bool:
         return any(

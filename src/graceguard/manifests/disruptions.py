@@ -300,7 +300,7 @@ def request_name(*, source: str, node: str, pod: str | None, at: dt.datetime) ->
     parts = [source, node, *(pod.split("/") if pod else ()), str(minute)]
     raw = ".".join(parts).lower()
     name = re.sub(r"[^a-z0-9.-]", "-", raw)
-    name = re.sub(r"\.[-.]*", ".", name).strip("-.")
+    name = re.sub(r"-*\.[-.]*", ".", name).strip("-.")
     if len(name) <= _NAME_MAX and name == raw:
         return name
     digest = hashlib.sha256(raw.encode()).hexdigest()[:12]

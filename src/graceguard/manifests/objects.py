@@ -38,6 +38,9 @@ def node_from_manifest(doc: object) -> cluster.Node:
         if isinstance(cond, Mapping) and cond.get("type") == "Ready":
             ready = cond.get("status") == "True"
     taints = spec.get("taints")
+    annotations = meta.get("annotations")
+    annotations = annotations if isinstance(annotations, Mapping) else {}
+    held_for = annotations.get(ann.HELD_FOR)
     return cluster.Node(
         name=name,
         labels=string_map(meta.get("labels"), "metadata.labels"),
@@ -48,6 +51,8 @@ def node_from_manifest(doc: object) -> cluster.Node:
             for t in (taints if isinstance(taints, list) else ())
             if isinstance(t, Mapping) and isinstance(t.get("key"), str)
         ),
+        scale_down_disabled=annotations.get(ann.CA_SCALE_DOWN_DISABLED) == "true",
+        held_for=held_for if isinstance(held_for, str) and held_for else None,
     )
 
 

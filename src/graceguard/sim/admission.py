@@ -2,21 +2,24 @@
 eviction a simulated actor asks for, over the world as its admission state.
 
 ``SimAdmission`` is the service's ``AdmissionState`` port over a ``World`` (the pod as the API
-serves it, the floors and PDBs as ``engine.admission.Facts``, the scenario's policy), and builds
+serves it, its node, the open disruptions, the floors and PDBs as ``engine.admission.Facts``, the
+scenario's policy) and its ``DisruptionOpener`` (a takeover becomes an open request graceguard's
+simulated controller carries out, as a ``Disruption`` object does in a cluster); it builds
 the ``AdmissionReview`` the API server would send for an eviction, so that the service parses and
 answers exactly what it does in a cluster.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import uuid
 
-from graceguard.domain import cluster, policy
+from graceguard.domain import cluster, disruption, policy
 from graceguard.engine import admission
 from graceguard.sim.eventloop import EventLoop
 from graceguard.sim.pods import SimPod
-from graceguard.sim.world import Refusal, World
+from graceguard.sim.world import OpenRequest, Refusal, World
 from graceguard.webhook.service import AdmissionService, Answer
 
 
@@ -52,6 +55,27 @@ class SimAdmission:
 
     def policy(self) -> policy.Policy:
         return self._policy
+
+    def node(self, name: str) -> cluster.Node | None:
+        found = self._world.nodes.get(name)
+        if found is None or found.end is not None:
+            return None
+        return cluster.Node(found.name, labels=dict(found.labels), unschedulable=found.cordoned)
+
+    def open_disruptions(self, node: str) -> list[disruption.DisruptionRequest]:
+        return [r.request for r in self._world.requests.values() if r.request.node == node]
+
+    async def open_disruption(self, request: disruption.DisruptionRequest) -> bool:
+        """The takeover opens a request; the evictor does not wait for it (it retries, or gives
+        up and comes back), so its release only marks the timeline."""
+        if request.id in self._world.requests:
+            return False
+        self._world.open_request(OpenRequest(request, _no_release), self._world.now)
+        return True
+
+
+def _no_release(_at: dt.datetime) -> None:
+    """The evictor whose drain was taken over waits for nothing: it finds the node empty."""
 
 
 def eviction_review(*, pod: cluster.Pod, username: str, grace_seconds: int | None) -> bytes:

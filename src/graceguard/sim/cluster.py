@@ -18,7 +18,7 @@ from collections.abc import Mapping
 
 from graceguard.controller import ports
 from graceguard.domain import annotations as ann
-from graceguard.domain import notices, times
+from graceguard.domain import disruption, notices, times
 from graceguard.engine import actions as act
 from graceguard.sim.marks import MarkKind
 from graceguard.sim.pods import SimPod
@@ -144,9 +144,33 @@ class SimCluster:
         if self.world.cordon(node, self.world.now, GRACEGUARD):
             self.changes += 1
 
+    async def hold_node(self, *, node: str, request_id: str | None) -> None:
+        found = self.world.nodes.get(node)
+        if found is None or found.end is not None:
+            return
+        if request_id is None:
+            found.annotations.pop(ann.CA_SCALE_DOWN_DISABLED, None)
+            found.annotations.pop(ann.HELD_FOR, None)
+        else:
+            found.annotations[ann.CA_SCALE_DOWN_DISABLED] = "true"
+            found.annotations[ann.HELD_FOR] = request_id
+        self.changes += 1
+
     async def complete_disruption(self, *, request_id: str, node: str, at: dt.datetime) -> None:
         if self.world.release(request_id, at, "drained"):
             self.changes += 1
+
+    async def report_disruption(
+        self, *, request_id: str, status: disruption.DisruptionStatus
+    ) -> None:
+        # The object's status: kept on the open request, as the API server keeps it on the
+        # object, so that the engine reports again only what changed.
+        found = self.world.requests.get(request_id)
+        if found is not None:
+            found.request = dataclasses.replace(found.request, status=status)
+
+    async def delete_disruption(self, *, request_id: str) -> None:
+        """Nothing to delete: a finished request leaves the simulated world when it is done."""
 
     # ---- HoldKeeper ----
 

@@ -48,6 +48,7 @@ class SimNode:
     """When an actor has scheduled the instance to go (spot reclaim, power-off)."""
     ends_reason: str = ""
     cordoned: bool = False
+    annotations: dict[str, str] = dataclasses.field(default_factory=dict)
 
     def alive(self, now: dt.datetime) -> bool:
         return self.start <= now and self.end is None

@@ -74,10 +74,12 @@ def install_graceguard(world: World, loop: EventLoop) -> Controller:
     pol = world.scenario.policy
     ledger = MemoryLedger()
     cluster = SimCluster(world)
+    state = SimAdmission(world, pol)
     webhook = service.AdmissionService(
-        state=SimAdmission(world, pol),
+        state=state,
         events=cluster,
         denials=ledger,
+        opener=state,
         trusted=frozenset(),
         failure_policy=service.FailurePolicy.FAIL,
         clock=lambda: world.now,

@@ -6,7 +6,8 @@ prevent CA from removing a node?", "Does CA respect GracefulTermination in scale
 - A scenario event says the node has become *unneeded* (low utilisation, its pods fit elsewhere).
   The node is removed once it has been unneeded *and removable* for ``--scale-down-unneeded-time``
   (default 10m); whenever it is not removable the clock starts over.
-- A node is not removable while one of its pods (DaemonSet and terminating pods aside) has
+- A node annotated ``cluster-autoscaler.kubernetes.io/scale-down-disabled: "true"`` is never
+  removed. Nor is a node while one of its pods (DaemonSet and terminating pods aside) has
   ``cluster-autoscaler.kubernetes.io/safe-to-evict: "false"``, is not backed by a controller, is a
   ``kube-system`` pod without a PDB, or is covered by a PDB that does not allow evicting it
   (``safe-to-evict: "true"`` lifts the first three). graceguard's own annotations mean nothing to
@@ -21,10 +22,13 @@ prevent CA from removing a node?", "Does CA respect GracefulTermination in scale
 With graceguard the autoscaler still does not pick nodes whose pods carry graceguard's projected
 ``safe-to-evict: "false"``; when it does pick one, it drains it itself exactly as above, and every
 eviction goes through graceguard's eviction webhook (the real ``AdmissionService``, asked as
-``system:serviceaccount:kube-system:cluster-autoscaler``), which refuses protected pods, pods
-outside the windows that apply to it and pods at their workload's floor. graceguard does not (yet)
-take the drain over: an admitted eviction still gets the capped grace period and no notice. The
-10 s scan loop is not modelled: the autoscaler looks again whenever the cluster changes.
+``system:serviceaccount:kube-system:cluster-autoscaler``). An eviction that would cost a pod its
+protection, its notice or its grace period (the autoscaler caps it) is refused and taken over:
+the webhook opens a node ``Disruption`` (the node carries the autoscaler's taint) and graceguard
+evicts the pods itself, with notice and each pod's own grace. The autoscaler's retries are
+refused until its ``MaxPodEvictionTime`` runs out; it then removes its taint (graceguard's cordon
+stays), finds the node unneeded again, and removes it once graceguard has emptied it. The 10 s
+scan loop is not modelled: the autoscaler looks again whenever the cluster changes.
 """
 
 from __future__ import annotations
@@ -86,6 +90,8 @@ class ClusterAutoscaler(Actor):
 
     def blocker(self, node: str) -> str | None:
         """Why the autoscaler will not remove ``node`` now, or ``None``."""
+        if self.world.nodes[node].annotations.get(ann.CA_SCALE_DOWN_DISABLED) == "true":
+            return f"{node} has {ann.CA_SCALE_DOWN_DISABLED}: true"
         allowances = budgets.Allowances({}, {})
         for pod in self.world.pods_on(node, daemons=False):
             if pod.terminating:
@@ -133,7 +139,12 @@ class ClusterAutoscaler(Actor):
         )
 
     def scale_down_failed(self, node: str, now: dt.datetime) -> None:
-        """Not every pod could be evicted: the taint goes, the node stays and is unneeded still."""
+        """Not every pod could be evicted: the taint goes, the node stays and is unneeded still.
+        A node graceguard took over stays cordoned (its cordon is not the autoscaler's taint)."""
         self.removing.discard(node)
-        self.world.uncordon(node, now, f"{SOURCE}: scale-down failed, taint removed")
+        why = f"{SOURCE}: scale-down failed, taint removed"
+        if any(r.request.node == node for r in self.world.requests.values()):
+            self.world.mark(now, MarkKind.REQUEST, node, text=f"{why}; graceguard's cordon stays")
+        else:
+            self.world.uncordon(node, now, why)
         self.candidates[node] = None
