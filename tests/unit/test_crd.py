@@ -55,7 +55,7 @@ VERSION: dict[str, Any] = CRD["spec"]["versions"][0]
 SCHEMA: dict[str, Any] = VERSION["schema"]["openAPIV3Schema"]
 SPEC: dict[str, Any] = SCHEMA["properties"]["spec"]
 FIELDS: dict[str, Any] = SPEC["properties"]
-DURATION_FIELDS = ("maxProtection", "maxMinRuntime", "noticeLead", "pdbMaxWait")
+DURATION_FIELDS = ("maxProtection", "maxMinRuntime", "noticeLead", "pdbMaxWait", "disruptionTTL")
 
 
 # ---- OpenAPI v3 (as the apiserver reads it) -> JSON Schema draft 4 ----
@@ -86,6 +86,30 @@ def to_json_schema(node: Mapping[str, Any]) -> dict[str, Any]:
 VALIDATOR = jsonschema.Draft4Validator(to_json_schema(SCHEMA))
 
 
+def list_map_errors(schema: Mapping[str, Any], value: object, path: str = "") -> list[str]:
+    """What ``x-kubernetes-list-type: map`` refuses and JSON Schema cannot say: two items with the
+    same keys (a key's ``default`` counts for an item without it, as the apiserver defaults it
+    first)."""
+    found: list[str] = []
+    if isinstance(value, Mapping):
+        for name, sub in schema.get("properties", {}).items():
+            if name in value:
+                found += list_map_errors(sub, value[name], f"{path}.{name}".lstrip("."))
+    if isinstance(value, list) and "items" in schema:
+        item = schema["items"]
+        keys = schema.get("x-kubernetes-list-map-keys", [])
+        seen: set[tuple[str, ...]] = set()
+        for i, entry in enumerate(value):
+            found += list_map_errors(item, entry, f"{path}[{i}]")
+            if schema.get("x-kubernetes-list-type") != "map" or not isinstance(entry, Mapping):
+                continue
+            key = tuple(repr(entry.get(k, item["properties"][k].get("default"))) for k in keys)
+            if key in seen:
+                found.append(f"{path}[{i}]: Duplicate value: {dict(zip(keys, key, strict=True))}")
+            seen.add(key)
+    return found
+
+
 def document(spec: Mapping[str, Any]) -> dict[str, Any]:
     return {
         "apiVersion": policy.API_VERSION,
@@ -96,10 +120,11 @@ def document(spec: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def schema_errors(spec: Mapping[str, Any]) -> list[str]:
+    doc = document(spec)
     return [
         f"{'.'.join(str(p) for p in e.absolute_path)}: {e.message}"
-        for e in VALIDATOR.iter_errors(document(spec))
-    ]
+        for e in VALIDATOR.iter_errors(doc)
+    ] + list_map_errors(SCHEMA, doc)
 
 
 def python_errors(spec: Mapping[str, Any]) -> list[str]:
@@ -323,6 +348,18 @@ VALID: dict[str, dict[str, Any]] = {
         ]
     },
     "one phase": {"priorityPhases": [{"name": "all", "minPriority": 0}]},
+    "takeover of every source": {"takeover": [{"source": "*"}]},
+    "takeover default source": {"takeover": [{"minNotice": "15m"}]},
+    "no takeover": {"takeover": []},
+    "takeover per source": {
+        "takeover": [
+            {"source": "cluster-autoscaler", "minNotice": "30m"},
+            {"source": "eviction-api", "minNotice": "0"},
+            {"source": "system:node.x_y", "minNotice": "1h30m"},
+            {"source": "*"},
+        ]
+    },
+    "disruption ttl": {"disruptionTTL": "1h30m"},
     "cron forms": {
         "maintenanceWindows": [
             {"schedule": "0 22-4 * * mon-fri", "duration": "1h"},  # a range past midnight
@@ -377,6 +414,20 @@ INVALID: dict[str, dict[str, Any]] = {
     "phase priority string": {"priorityPhases": [{"name": "a", "minPriority": "0"}]},
     "phase priority boolean": {"priorityPhases": [{"name": "a", "minPriority": True}]},
     "phase priority fraction": {"priorityPhases": [{"name": "a", "minPriority": 1.5}]},
+    "takeover not a list": {"takeover": {"source": "*"}},
+    "takeover of a name": {"takeover": ["cluster-autoscaler"]},
+    "takeover twice": {"takeover": [{"source": "karpenter"}, {"source": "karpenter"}]},
+    "takeover of every source twice": {"takeover": [{"source": "*"}, {"minNotice": "1m"}]},
+    "takeover unknown key": {"takeover": [{"source": "*", "notice": "10m"}]},
+    "takeover empty source": {"takeover": [{"source": ""}]},
+    "takeover padded source": {"takeover": [{"source": " karpenter"}]},
+    "takeover source number": {"takeover": [{"source": 7}]},
+    "takeover negative notice": {"takeover": [{"minNotice": "-1m"}]},
+    "takeover notice in words": {"takeover": [{"minNotice": "ten minutes"}]},
+    "takeover notice as number": {"takeover": [{"minNotice": 600}]},
+    "ttl negative": {"disruptionTTL": "-1h"},
+    "ttl in days": {"disruptionTTL": "1d"},
+    "ttl as number": {"disruptionTTL": 86400},
 }
 
 CEL_ONLY: dict[str, tuple[dict[str, Any], str]] = {
@@ -408,6 +459,11 @@ CEL_ONLY: dict[str, tuple[dict[str, Any], str]] = {
         {"priorityPhases": [{"name": "a", "minPriority": 10}, {"name": "b", "minPriority": 0}]},
         "self.map(p, p.minPriority).isSorted() && "
         "self.all(a, self.exists_one(b, b.minPriority == a.minPriority))",
+    ),
+    "zero ttl": ({"disruptionTTL": "0s"}, "duration(self) > duration('0s')"),
+    "takeover notice too large for Go": (
+        {"takeover": [{"minNotice": "9999999999h"}]},
+        "duration(self) >= duration('0s')",
     ),
     "phases equal": (
         {"priorityPhases": [{"name": "a", "minPriority": 0}, {"name": "b", "minPriority": 0}]},
@@ -472,6 +528,11 @@ SCHEMA_STRICTER: dict[str, dict[str, Any]] = {
         "priorityPhases": [{"name": f"p{i}", "minPriority": i} for i in range(17)],
     },
     "source name too long": {"windowedSources": ["x" * 64]},
+    # a takeover source is held to the form of a Disruption's spec.source
+    "takeover source with a space": {"takeover": [{"source": "cluster autoscaler"}]},
+    "takeover source on two lines": {"takeover": [{"source": "cluster\nautoscaler"}]},
+    "takeover source too long": {"takeover": [{"source": "x" * 64}]},
+    "too many takeover entries": {"takeover": [{"source": f"s{i}"} for i in range(65)]},
 }
 
 
@@ -544,7 +605,8 @@ def test_where_the_schema_is_stricter(name: str) -> None:
 
 def test_duration_fields_share_one_pattern_and_a_cel_rule() -> None:
     window_duration = FIELDS["maintenanceWindows"]["items"]["properties"]["duration"]
-    nodes = [FIELDS[name] for name in DURATION_FIELDS] + [window_duration]
+    min_notice = FIELDS["takeover"]["items"]["properties"]["minNotice"]
+    nodes = [FIELDS[name] for name in DURATION_FIELDS] + [window_duration, min_notice]
     assert len({node["pattern"] for node in nodes}) == 1
     for node in nodes:
         assert node["type"] == "string"
