@@ -3,17 +3,20 @@ kwok nodes on demand (hack/controlplane.py builds and runs the parts)."""
 
 from __future__ import annotations
 
+import contextlib
 import pathlib
 import re
 import secrets
 from collections.abc import Callable, Iterator, Mapping
 
 import pytest
+import yaml
 from lightkube import ApiError, Client, KubeConfig
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.core_v1 import Namespace, Node, ServiceAccount
 
 import controlplane
+from graceguard.adapters.kube import resources
 
 from . import graceguard_proc as gg
 from .kube import TEST_LABEL, kwok_node, node_ready, wait_until
@@ -61,7 +64,21 @@ def namespace(kube: Client, request: pytest.FixtureRequest) -> Iterator[str]:
         for node in kube.list(Node, labels={TEST_LABEL: name}):
             assert node.metadata is not None and node.metadata.name is not None
             kube.delete(Node, node.metadata.name)
+        _delete_disruptions(kube, prefix=f"{name}-")
         kube.delete(Namespace, name)
+
+
+def _delete_disruptions(kube: Client, *, prefix: str) -> None:
+    """The Disruptions of the test's nodes (named with this prefix): cluster-scoped, they would
+    outlive the test (none to delete when the CRD is not installed)."""
+    try:
+        found = list(kube.list(resources.Disruption))
+    except ApiError:
+        return
+    for d in found:
+        if str((d.get("spec") or {}).get("node", "")).startswith(prefix):
+            with contextlib.suppress(ApiError):
+                kube.delete(resources.Disruption, d["metadata"]["name"])
 
 
 @pytest.fixture
@@ -94,19 +111,28 @@ def kwok_nodes(kube: Client, namespace: str) -> NodeFactory:
 # ---- graceguard's controller (tests/e2e/test_controller*.py) ----
 NOTICE_LEAD = 4
 PDB_MAX_WAIT = 12
-CRD = gg.REPO / "deploy" / "crds" / "disruptionpolicy.yaml"
+CRDS = sorted((gg.REPO / "deploy" / "crds").glob("*.yaml"))
+"""Every CRD graceguard installs (DisruptionPolicy, Disruption), applied as the chart does."""
+
+
+@pytest.fixture(scope="session")
+def crds(control_plane: controlplane.ControlPlane) -> None:
+    """Every file in deploy/crds/ applied, each CRD established (served)."""
+    for crd in CRDS:
+        done = control_plane.kubectl("apply", "-f", str(crd))
+        assert done.returncode == 0, done.stderr
+        doc = yaml.safe_load(crd.read_text())
+        plural = f"{doc['spec']['names']['plural']}.{doc['spec']['group']}"
+        wait_until(
+            lambda p=plural: control_plane.kubectl("get", p).returncode == 0,  # type: ignore[misc]
+            timeout=30,
+            what=f"the CRD {plural} established",
+        )
 
 
 @pytest.fixture(scope="module")
-def policy(control_plane: controlplane.ControlPlane) -> Iterator[None]:
-    """The CRD and a ``default`` policy with short times (for the controller's tests)."""
-    done = control_plane.kubectl("apply", "-f", str(CRD))
-    assert done.returncode == 0, done.stderr
-    wait_until(
-        lambda: control_plane.kubectl("get", "disruptionpolicies").returncode == 0,
-        timeout=30,
-        what="the DisruptionPolicy CRD established",
-    )
+def policy(control_plane: controlplane.ControlPlane, crds: None) -> Iterator[None]:
+    """The CRDs and a ``default`` policy with short times (for the controller's tests)."""
     manifest = control_plane.workdir / "policy.yaml"
     manifest.write_text(
         "apiVersion: graceguard.io/v1alpha1\nkind: DisruptionPolicy\n"

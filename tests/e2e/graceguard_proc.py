@@ -23,6 +23,8 @@ from lightkube.resources.coordination_v1 import Lease
 from lightkube.resources.core_v1 import Event, Node
 
 import controlplane
+from graceguard.adapters.kube import resources
+from graceguard.manifests.disruptions import NODE_LABEL, label_value
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 
@@ -188,10 +190,25 @@ def node_name(node: Node) -> str:
     return node.metadata.name
 
 
+def disruptions(kube: Client, node: str | None = None) -> list[dict[str, Any]]:
+    """The ``Disruption`` objects (of ``node``), as plain documents, oldest first."""
+    labels = {NODE_LABEL: label_value(node)} if node is not None else None
+    found = [
+        dict(d.to_dict())
+        for d in kube.list(resources.Disruption, labels=labels)  # type: ignore[arg-type]
+    ]
+    found = [d for d in found if node is None or d["spec"]["node"] == node]
+    return sorted(found, key=lambda d: (d["metadata"]["creationTimestamp"], d["metadata"]["name"]))
+
+
+def phase(doc: dict[str, Any]) -> str | None:
+    return (doc.get("status") or {}).get("phase")
+
+
 def drained(kube: Client, node: str) -> bool:
-    found = kube.get(Node, node)
-    annotations = (found.metadata.annotations or {}) if found.metadata else {}
-    return "graceguard.io/disruption-done-at" in annotations
+    """A node-wide Disruption of ``node`` is Done, and none is open."""
+    wide = [d for d in disruptions(kube, node) if d["spec"].get("scope", "node") != "pod"]
+    return bool(wide) and all(phase(d) == "Done" for d in wide)
 
 
 def output_of(controller: Controller) -> str:

@@ -19,7 +19,7 @@ from cryptography import x509
 
 from graceguard.adapters import selfsigned, webhook_server
 from graceguard.domain import annotations as ann
-from graceguard.domain import cluster, policy
+from graceguard.domain import cluster, disruption, policy
 from graceguard.engine import admission
 from graceguard.webhook.service import AdmissionService, FailurePolicy
 
@@ -48,6 +48,12 @@ class State:
 
     def policy(self) -> policy.Policy:
         return policy.DEFAULT
+
+    def node(self, name: str) -> cluster.Node | None:
+        return cluster.Node(name) if name == "n1" else None
+
+    def open_disruptions(self, node: str) -> list[disruption.DisruptionRequest]:
+        return []
 
 
 def review(name: str = "train", version: str = "admission.k8s.io/v1") -> bytes:
@@ -126,7 +132,10 @@ async def test_an_eviction_review_is_answered_over_tls(server: Server) -> None:
     assert answer["apiVersion"] == "admission.k8s.io/v1"
     assert answer["response"]["allowed"] is False
     assert answer["response"]["status"]["code"] == 429
-    assert "protected by graceguard.io/min-runtime=3h" in answer["response"]["status"]["message"]
+    message = answer["response"]["status"]["message"]
+    # protected for 2 more hours: taken over (a pod disruption, its node is schedulable)
+    assert "graceguard takes this eviction over" in message, message
+    assert "graceguard evicts it itself at 2026-11-21T05:00:00Z" in message, message
     status, body = await server.post(review("someone-else"))
     assert json.loads(body)["response"]["allowed"] is True
 

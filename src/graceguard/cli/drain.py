@@ -1,9 +1,10 @@
-"""``graceguard drain NODE``: cordon the node and open a disruption request on it; the controller
+"""``graceguard drain NODE``: cordon the node and open a ``Disruption`` for it; the controller
 then carries out the engine's plan (notices, order, budgets, windows, deadlines).
 
-The request is stored on the node (``graceguard.io/disruption*`` annotations), so it survives
-controller restarts; ``--wait`` follows it until the controller marks the node drained. The
-cluster is reached through ``adapters.kube.drains`` only; this module prints.
+The request is a ``Disruption`` object (``kubectl get gdis``), so it survives controller restarts
+and leader changes, and its status shows how far it has come; ``--wait`` follows it until the
+controller reports it ``Done``. The cluster is reached through ``adapters.kube.drains`` only; this
+module prints.
 """
 
 from __future__ import annotations
@@ -23,9 +24,13 @@ from graceguard.adapters.kube import client as kube_client
 from graceguard.adapters.kube import drains
 from graceguard.cli import files, plan
 from graceguard.domain import disruption, durations, times
+from graceguard.manifests import disruptions
+from graceguard.manifests.errors import ManifestError
 
 POLL_SECONDS = 2.0
 SECOND = dt.timedelta(seconds=1)
+DEFAULT_REASON = "graceguard drain"
+REASON_MAX = 1024
 
 
 def drain(
@@ -46,6 +51,9 @@ def drain(
         ),
     ] = None,
     source: Annotated[str, typer.Option(help="Who asks, shown in every notice.")] = "drain",
+    reason: Annotated[
+        str, typer.Option(help="Why, shown on the Disruption (kubectl get gdis -o wide).")
+    ] = "",
     output: Annotated[str, typer.Option("--output", "-o", help="table or json.")] = "table",
     kubeconfig: Annotated[pathlib.Path | None, typer.Option(help="A kubeconfig file.")] = None,
 ) -> None:
@@ -60,6 +68,7 @@ def drain(
     try:
         until = _deadline(deadline, now)
         _check_source(source)
+        _check_reason(reason)
         if dry_run:
             rows, request = asyncio.run(
                 plan.plan_node(node=node, source=source, kubeconfig=kubeconfig, deadline=until)
@@ -69,12 +78,19 @@ def drain(
             else:
                 plan.print_table(node, request, rows)
             return
-        message = asyncio.run(
-            _open(node=node, source=source, deadline=until, now=now, kubeconfig=kubeconfig)
+        message, name = asyncio.run(
+            _open(
+                node=node,
+                source=source,
+                reason=reason or DEFAULT_REASON,
+                deadline=until,
+                now=now,
+                kubeconfig=kubeconfig,
+            )
         )
         typer.echo(message)
         if wait:
-            asyncio.run(_follow(node=node, kubeconfig=kubeconfig))
+            asyncio.run(_follow(node=node, name=name, kubeconfig=kubeconfig))
     except (files.InputError, kube_client.KubeError) as err:
         raise files.fail(str(err)) from None
 
@@ -114,18 +130,36 @@ def _check_source(source: str) -> None:
         raise files.InputError(
             f"--source: {files.one_line(source[:80])!r} must be printable text on one line"
         )
-    if len(source) > 63:
-        raise files.InputError("--source: at most 63 characters (it is written in annotations)")
+    if len(source) > disruptions.SOURCE_MAX:
+        raise files.InputError(
+            f"--source: at most {disruptions.SOURCE_MAX} characters (it is written in annotations)"
+        )
+    try:
+        disruptions.check_source(source)
+    except ManifestError as err:
+        raise files.InputError(f"--source: {err.reason}") from None
+
+
+def _check_reason(reason: str) -> None:
+    """The reason is shown on the Disruption: printable text on one line, not too long."""
+    if not reason.isprintable():
+        raise files.InputError(
+            f"--reason: {files.one_line(reason[:80])!r} must be printable text on one line"
+        )
+    if len(reason) > REASON_MAX:
+        raise files.InputError(f"--reason: at most {REASON_MAX} characters, got {len(reason)}")
 
 
 async def _open(
     *,
     node: str,
     source: str,
+    reason: str,
     deadline: dt.datetime | None,
     now: dt.datetime,
     kubeconfig: pathlib.Path | None,
-) -> str:
+) -> tuple[str, str]:
+    """Open the drain; what to say, and the Disruption to follow."""
     async with drains.NodeDrains(kubeconfig=kubeconfig) as cluster:
         request = await cluster.open(
             node=node,
@@ -137,29 +171,46 @@ async def _open(
                 else disruption.DisruptionClass.VOLUNTARY
             ),
             deadline=deadline,
+            reason=reason,
         )
+    watch = f"kubectl get gdis {request.name} -w"
     if not request.opened:
         since = times.format_time(request.requested_at) if request.requested_at else "?"
-        return f"{node} is already being drained ({request.source}, since {since})"
-    return f"{node} cordoned; drain requested ({source}); the graceguard controller carries it out"
+        return (
+            f"{node} is already being drained ({request.source}, since {since}): disruption "
+            f"{request.name}; nothing changed ({watch})",
+            request.name,
+        )
+    return (
+        f"{node} cordoned; drain requested ({source}): disruption {request.name}; the graceguard "
+        f"controller carries it out ({watch})",
+        request.name,
+    )
 
 
-async def _follow(*, node: str, kubeconfig: pathlib.Path | None) -> None:
+async def _follow(*, node: str, name: str, kubeconfig: pathlib.Path | None) -> None:
     console = rich.console.Console()
     async with drains.NodeDrains(kubeconfig=kubeconfig) as cluster:
         with rich.live.Live(console=console, refresh_per_second=2) as screen:
             while True:
-                progress = await cluster.progress(node=node)
+                progress = await cluster.progress(node=node, name=name)
                 screen.update(_table(progress, now=dt.datetime.now(dt.UTC)))
-                if progress.done:
+                if progress.done or progress.gone:
                     break
                 await asyncio.sleep(POLL_SECONDS)
+    if progress.gone:
+        raise files.fail(f"the disruption {name} was deleted before {node} was drained")
     console.print(f"{node} is drained.")
 
 
 def _table(progress: drains.DrainProgress, *, now: dt.datetime) -> rich.table.Table:
     never = dt.datetime.max.replace(tzinfo=dt.UTC)
-    table = rich.table.Table(title=f"draining {progress.node}: {len(progress.pods)} pods left")
+    phase = progress.phase or "Pending"
+    why = f" ({progress.message})" if progress.message else ""
+    table = rich.table.Table(
+        title=f"draining {progress.node}: {len(progress.pods)} pods left; "
+        f"disruption {progress.name} {phase}{why}"
+    )
     for column in ("pod", "state", "evicted at", "in"):
         table.add_column(column)
     for pod in sorted(progress.pods, key=lambda p: p.eviction_at or never):

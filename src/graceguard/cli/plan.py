@@ -1,5 +1,5 @@
 """``graceguard plan NODE``: what would happen to each pod of a node, and when, if it were
-drained now (or under its open disruption). Reads the cluster once through
+drained now (or under its open ``Disruption``). Reads the cluster once through
 ``adapters.kube.drains``; writes nothing. The plan is the engine's (``reconciler.plan_node``)."""
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ def plan(
 ) -> None:
     """Show the plan for draining NODE: order, notices, protection, budgets, windows.
 
-    Uses the node's open disruption if it has one, else a voluntary drain starting now.
+    Uses the node's open Disruption if it has one, else a voluntary drain starting now.
 
     Example: graceguard plan ip-10-0-1-23.eu-west-1.compute.internal -o json
     """
@@ -62,7 +62,8 @@ async def plan_node(
     if not drains.has_node(cluster_view, node):
         raise files.InputError(f"no node named {node!r}")
     now = dt.datetime.now(dt.UTC).replace(microsecond=0)
-    open_requests = [r for r in cluster_view.requests() if r.node == node]
+    on_node = [r for r in cluster_view.requests() if r.node == node]
+    open_requests = [r for r in on_node if r.scope is not disruption.Scope.POD]
     requests = open_requests or [
         disruption.DisruptionRequest(
             id="plan",
@@ -77,6 +78,8 @@ async def plan_node(
             deadline=deadline,
         )
     ]
+    # The pod disruptions open on the node are planned with it, as the controller plans them.
+    requests += [r for r in on_node if r.scope is disruption.Scope.POD]
     pol, _entry = cluster_view.policy()
     idx = index.build(cluster_view.snapshot(), pol)
     _actions, plans, _wake = reconciler.plan_node(

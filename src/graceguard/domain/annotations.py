@@ -25,16 +25,6 @@ exactly those are removed afterwards and a user's own value is never touched."""
 BLOCKED_SINCE = "graceguard.io/blocked-since"
 """When a planned eviction was first refused by a budget: the start of the ``pdbMaxWait`` clock."""
 
-# A disruption request recorded on its node (``graceguard drain`` writes these; the controller
-# reads them back after a restart, so the request survives it).
-DISRUPTION = "graceguard.io/disruption"
-"""The source of the disruption: ``drain``, ``upgrade``, ``asg-scale-in``..."""
-DISRUPTION_CLASS = "graceguard.io/disruption-class"
-DISRUPTION_REQUESTED_AT = "graceguard.io/disruption-requested-at"
-DISRUPTION_DEADLINE = "graceguard.io/disruption-deadline"
-DISRUPTION_DONE_AT = "graceguard.io/disruption-done-at"
-"""Set by graceguard once the node is drained."""
-
 # What projection adds, and the value it adds.
 PROJECTION: tuple[tuple[str, str], ...] = (
     (CA_SAFE_TO_EVICT, "false"),

@@ -1,8 +1,9 @@
 """The eviction webhook's composition root: real adapters wired into ``AdmissionService``.
 
 Informers and facts (``LiveAdmissionState``), events through ``LightkubeWriter``, refusals to the
-ledger (``LazyLedger``, opened on first use), the HTTPS server with a certificate reloaded when
-its files change, probes and metrics. ``supervisor.supervise`` runs it all and shuts it down in
+ledger (``LazyLedger``, opened on first use), the ``Disruption`` objects a takeover opens through
+``DisruptionCreator``, the HTTPS server with a certificate reloaded when its files change, probes
+and metrics. ``supervisor.supervise`` runs it all and shuts it down in
 order: the HTTPS server stops taking reviews, the reports already started finish, then the
 ledger and the client close.
 
@@ -16,7 +17,7 @@ import pathlib
 
 from graceguard.adapters import ledger as ledger_store
 from graceguard.adapters import probes, webhook_server
-from graceguard.adapters.kube import admission_state, writer
+from graceguard.adapters.kube import admission_state, disruptions, writer
 from graceguard.adapters.kube import client as kube_client
 from graceguard.processes import supervisor
 from graceguard.webhook import metrics
@@ -54,6 +55,7 @@ async def run(
         state=state,
         events=writer.LightkubeWriter(client, instance=identity, component=COMPONENT),
         denials=denials,
+        opener=disruptions.DisruptionCreator(client),
         trusted=trusted,
         failure_policy=failure_policy,
         clock=lambda: dt.datetime.now(dt.UTC),

@@ -7,6 +7,11 @@ most once per ``interval`` (1 s), and in chunks of ``CHUNK`` pods with the event
 between, so a rebuild over a large cluster delays a review by one chunk at most (well under a
 millisecond), never by the whole pass. Until the first build the state is not ``synced``.
 ``after_build`` runs after each build (the server freezes the heap then: ``HeapFreezer``).
+
+For taking evictions over it also watches nodes (compact: cordoned? tainted by an autoscaler?) and
+the ``Disruption`` objects (the open ones by node, rebuilt only when one changed); neither starts a
+rebuild of the facts, which do not read them. A cluster without the Disruption CRD still reviews
+(the informer is optional): it only cannot open takeovers.
 """
 
 from __future__ import annotations
@@ -22,9 +27,9 @@ import lightkube
 from lightkube.core.exceptions import ApiError
 from lightkube.resources.core_v1 import Pod
 
-from graceguard.adapters.kube import view
+from graceguard.adapters.kube import resources, view
 from graceguard.adapters.kube.informer import Informer
-from graceguard.domain import cluster, policy
+from graceguard.domain import cluster, disruption, policy
 from graceguard.engine import admission
 from graceguard.webhook import metrics
 
@@ -47,6 +52,19 @@ class LiveAdmissionState:
     ) -> None:
         self._client = client
         self._view = view.ClusterView(client)
+        quiet = asyncio.Event()  # what facts do not read changes nothing the rebuild uses
+        self._nodes = Informer(
+            client=client, resource=resources.Node, convert=view.compact_node, changed=quiet
+        )
+        self._disruptions = Informer(
+            client=client,
+            resource=resources.Disruption,
+            convert=view.disruption_entry,
+            changed=quiet,
+            optional=True,
+        )
+        self._open: dict[str, list[disruption.DisruptionRequest]] = {}
+        self._open_generation = -1
         self._interval = interval
         self._chunk = chunk
         self._after_build = after_build
@@ -55,9 +73,18 @@ class LiveAdmissionState:
 
     @property
     def informers(self) -> tuple[Informer[Any], ...]:
-        """What a webhook reads: no nodes, no events."""
+        """What a webhook reads: no events."""
         v = self._view
-        return (v.pods, v.budgets, v.deployments, v.statefulsets, v.replicasets, v.policies)
+        return (
+            v.pods,
+            v.budgets,
+            v.deployments,
+            v.statefulsets,
+            v.replicasets,
+            v.policies,
+            self._nodes,
+            self._disruptions,
+        )
 
     @property
     def synced(self) -> bool:
@@ -91,6 +118,22 @@ class LiveAdmissionState:
 
     def policy(self) -> policy.Policy:
         return self._view.policy()[0]
+
+    def node(self, name: str) -> cluster.Node | None:
+        return self._nodes.store.get(name)
+
+    def open_disruptions(self, node: str) -> list[disruption.DisruptionRequest]:
+        """The disruptions open on ``node``, from an index by node rebuilt only after the
+        Disruption objects changed."""
+        informer = self._disruptions
+        if informer.generation != self._open_generation:
+            by_node: dict[str, list[disruption.DisruptionRequest]] = {}
+            for entry in informer.store.values():
+                if entry.request is not None:
+                    by_node.setdefault(entry.request.node, []).append(entry.request)
+            self._open = by_node
+            self._open_generation = informer.generation
+        return list(self._open.get(node, ()))
 
     async def run(self) -> None:
         """Run the informers and keep the facts fresh (until cancelled)."""

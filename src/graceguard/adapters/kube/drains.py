@@ -1,13 +1,16 @@
-"""Drains for the one-shot commands (``graceguard drain``, ``graceguard plan``): open a drain
-request on a node, read how far a node's drain has come, and load the cluster once to plan from.
+"""Drains for the one-shot commands (``graceguard drain``, ``graceguard plan``): open a drain as a
+``Disruption`` object, read how far it has come, and load the cluster once to plan from.
 
-A drain request lives on the node (cordoned, ``graceguard.io/disruption*`` annotations written by
-``manifests.requests.request_annotations``), so it survives controller restarts; the controller
-carries it out and marks the node ``graceguard.io/disruption-done-at`` when it is empty. Nothing
-here decides anything about pods: that is the engine's, through the controller or ``plan``.
+A drain is a ``Disruption`` (``graceguard.io/v1alpha1``, ``kubectl get gdis``) created by
+``NodeDrains.open``, which also cordons the node: it lives in the API server, so it survives
+controller restarts and leader changes. The controller carries it out and reports its progress in
+its status (the pods left, each one's eviction time), ``Done`` with ``completedAt`` when the node
+is empty. A node with a node-wide Disruption open already (any source: a takeover of an
+autoscaler's drain, another ``graceguard drain``) is left as it is. Nothing here decides anything
+about pods: that is the engine's, through the controller or ``plan``.
 
-Every problem with the API (no kubeconfig, unreachable, refused) comes out as
-``client.KubeError``, one line.
+Every problem with the API (no kubeconfig, unreachable, refused, the Disruption CRD missing) comes
+out as ``client.KubeError``, one line.
 """
 
 from __future__ import annotations
@@ -15,27 +18,41 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import pathlib
+import secrets
+import typing
+from collections.abc import Mapping
 from types import TracebackType
 from typing import Any, Self
 
 import lightkube
+from lightkube.core.exceptions import ApiError
+from lightkube.resources.authentication_v1 import SelfSubjectReview
 from lightkube.resources.core_v1 import Node, Pod
 from lightkube.types import PatchType
 
-from graceguard.adapters.kube import client, view
+from graceguard.adapters.kube import client, resources, view
 from graceguard.domain import annotations as ann
 from graceguard.domain import disruption, times
-from graceguard.manifests import requests
+from graceguard.manifests import disruptions
+
+REQUESTED_BY = "graceguard drain"
+"""``spec.requestedBy`` when the API server does not say who the caller is."""
+NO_CRD = (
+    "the Disruption CRD is not installed (kubectl apply -f deploy/crds/disruption.yaml, or "
+    "install the chart)"
+)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class DrainRequest:
-    """The request open on a node after ``NodeDrains.open``."""
+    """The disruption open on a node after ``NodeDrains.open``."""
 
     node: str
+    name: str
+    """The ``Disruption`` object's name."""
     source: str
     requested_at: dt.datetime | None
-    """``None`` when the node's annotation is missing or not a time (someone else wrote it)."""
+    """``None`` when the object does not say (it was written by someone else)."""
     opened: bool
     """``True``: opened by this call; ``False``: one was already open, nothing was changed."""
 
@@ -58,9 +75,22 @@ class PodLeft:
 @dataclasses.dataclass(frozen=True, slots=True)
 class DrainProgress:
     node: str
-    done: bool
-    """The controller marked the node drained (``graceguard.io/disruption-done-at``)."""
+    name: str
+    phase: str | None
+    """The disruption's ``status.phase`` (``""``: not reported yet; ``None``: the object is
+    gone)."""
+    message: str
     pods: tuple[PodLeft, ...]
+
+    @property
+    def done(self) -> bool:
+        """The controller reported the disruption ``Done``."""
+        return self.phase == disruption.Phase.DONE.value
+
+    @property
+    def gone(self) -> bool:
+        """The object was deleted (by someone, or after the policy's ``disruptionTTL``)."""
+        return self.phase is None
 
 
 class NodeDrains:
@@ -78,42 +108,112 @@ class NodeDrains:
         requested_at: dt.datetime,
         disruption_class: disruption.DisruptionClass,
         deadline: dt.datetime | None,
+        reason: str = "",
     ) -> DrainRequest:
-        """Cordon ``node`` and open a drain request on it, unless one is open already."""
+        """Create a ``Disruption`` for ``node`` and cordon it, unless a node-wide one is open on
+        it already."""
         with client.api_errors():
-            existing = _annotations(await self._client.get(Node, node))
-            if existing.get(ann.DISRUPTION) and ann.DISRUPTION_DONE_AT not in existing:
-                return DrainRequest(
-                    node=node,
-                    source=existing[ann.DISRUPTION],
-                    requested_at=times.time_in(existing, ann.DISRUPTION_REQUESTED_AT),
-                    opened=False,
-                )
-            changes = requests.request_annotations(
+            await self._client.get(Node, node)  # an unknown node: "not found", nothing written
+            existing = await self._open_on(node)
+            if existing is not None:
+                return existing
+            request = disruption.DisruptionRequest(
+                id=disruptions.request_name(source=source, node=node, pod=None, at=requested_at),
+                node=node,
                 source=source,
-                requested_at=requested_at,
                 disruption_class=disruption_class,
+                requested_at=requested_at,
                 deadline=deadline,
+                reason=reason,
+                requested_by=await self._who_am_i(),
             )
+            found = await self._create(request)
+            if found is not None:
+                return found
             await self._client.patch(
-                Node,
-                node,
-                {"spec": {"unschedulable": True}, "metadata": {"annotations": changes}},
-                patch_type=PatchType.MERGE,
+                Node, node, {"spec": {"unschedulable": True}}, patch_type=PatchType.MERGE
             )
-        return DrainRequest(node=node, source=source, requested_at=requested_at, opened=True)
+        return DrainRequest(
+            node=node, name=request.id, source=source, requested_at=requested_at, opened=True
+        )
 
-    async def progress(self, *, node: str) -> DrainProgress:
-        """The pods still on ``node`` and whether the controller marked it drained."""
+    async def _create(self, request: disruption.DisruptionRequest) -> DrainRequest | None:
+        """Create the object; ``None`` when created, the open one when a request of that name is
+        open already. A finished one of that name (an empty node drained twice within a minute)
+        makes way for a name with a suffix."""
+        for attempt in range(3):
+            doc = disruptions.object_for(request)
+            try:
+                await self._client.create(typing.cast(Any, resources.Disruption.from_dict(doc)))
+            except ApiError as err:
+                if err.status.code == 404:
+                    raise client.KubeError(NO_CRD) from None
+                if err.status.code != 409 or attempt == 2:
+                    raise
+                raw = _raw(await self._client.get(resources.Disruption, request.id))
+                if _open_node_wide(raw, request.node):
+                    return _drain_request(raw, request.node)
+                suffix = secrets.token_hex(3)
+                request = dataclasses.replace(request, id=f"{request.id[:240]}.{suffix}")
+                continue
+            return None
+        return None  # not reached: the third attempt returns or raises
+
+    async def _open_on(self, node: str) -> DrainRequest | None:
+        """The earliest node-wide disruption open on ``node``, if any."""
+        found: list[DrainRequest] = []
+        try:
+            async for obj in self._client.list(
+                resources.Disruption,
+                labels={disruptions.NODE_LABEL: disruptions.label_value(node)},
+            ):
+                raw = _raw(obj)
+                if _open_node_wide(raw, node):
+                    found.append(_drain_request(raw, node))
+        except ApiError as err:
+            if err.status.code == 404:
+                raise client.KubeError(NO_CRD) from None
+            raise
+        never = dt.datetime.max.replace(tzinfo=dt.UTC)
+        return min(found, key=lambda r: (r.requested_at or never, r.name), default=None)
+
+    async def _who_am_i(self) -> str:
+        """The username the API server authenticated (a SelfSubjectReview), else
+        ``REQUESTED_BY``."""
+        try:
+            review = await self._client.create(SelfSubjectReview())
+        except ApiError:
+            return REQUESTED_BY
+        info = review.status.userInfo if review.status is not None else None
+        return (info.username if info is not None else None) or REQUESTED_BY
+
+    async def progress(self, *, node: str, name: str) -> DrainProgress:
+        """The disruption ``name``'s phase and the pods still on ``node``."""
         with client.api_errors():
-            marks = _annotations(await self._client.get(Node, node))
+            try:
+                raw: dict[str, Any] | None = _raw(
+                    await self._client.get(resources.Disruption, name)
+                )
+            except ApiError as err:
+                if err.status.code != 404:
+                    raise
+                raw = None
             pods = [
                 _pod_left(p)
                 async for p in self._client.list(
                     Pod, namespace=lightkube.ALL_NS, fields={"spec.nodeName": node}
                 )
             ]
-        return DrainProgress(node=node, done=ann.DISRUPTION_DONE_AT in marks, pods=tuple(pods))
+        status = _mapping((raw or {}).get("status"))
+        phase = status.get("phase")
+        message = status.get("message")
+        return DrainProgress(
+            node=node,
+            name=name,
+            phase=None if raw is None else phase if isinstance(phase, str) else "",
+            message=message if isinstance(message, str) else "",
+            pods=tuple(pods),
+        )
 
     async def close(self) -> None:
         await self._client.close()
@@ -146,9 +246,42 @@ def has_node(cluster_view: view.ClusterView, node: str) -> bool:
     return node in cluster_view.nodes.store
 
 
-def _annotations(obj: Any) -> dict[str, str]:
-    meta = obj.metadata
-    return dict(meta.annotations or {}) if meta is not None else {}
+def _raw(obj: Any) -> dict[str, Any]:
+    return dict(obj.to_dict() if hasattr(obj, "to_dict") else obj)
+
+
+def _mapping(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _time(raw: object) -> dt.datetime | None:
+    if not isinstance(raw, str):
+        return None
+    try:
+        return times.parse_time(raw)
+    except times.TimeError:
+        return None
+
+
+def _open_node_wide(raw: Mapping[str, Any], node: str) -> bool:
+    """A Disruption of ``node`` covering the node (not one pod), not Done or Cancelled."""
+    spec = _mapping(raw.get("spec"))
+    phase = _mapping(raw.get("status")).get("phase")
+    finished = phase in (disruption.Phase.DONE.value, disruption.Phase.CANCELLED.value)
+    return spec.get("node") == node and spec.get("scope") != "pod" and not finished
+
+
+def _drain_request(raw: Mapping[str, Any], node: str) -> DrainRequest:
+    spec = _mapping(raw.get("spec"))
+    meta = _mapping(raw.get("metadata"))
+    source = spec.get("source")
+    return DrainRequest(
+        node=node,
+        name=str(meta.get("name", "")),
+        source=source if isinstance(source, str) else "?",
+        requested_at=_time(spec.get("requestedAt")) or _time(meta.get("creationTimestamp")),
+        opened=False,
+    )
 
 
 def _pod_left(pod: Pod) -> PodLeft:

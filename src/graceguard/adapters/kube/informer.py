@@ -79,6 +79,9 @@ class Informer(Generic[T]):
         self.synced = asyncio.Event()
         self.available = True
         """False when the resource does not exist on the server (an optional CRD)."""
+        self.generation = 0
+        """Counts the store's changes: a reader keeps what it derived from the store until this
+        moves (the webhook's Disruptions by node)."""
 
     async def run(self) -> None:
         backoff = 0.5
@@ -92,7 +95,7 @@ class Informer(Generic[T]):
             except (ApiError, httpx2.HTTPStatusError) as err:
                 code = _status(err)
                 if code == 404 and self._optional:
-                    self.available = False
+                    self._missing()
                     self.synced.set()
                     await asyncio.sleep(30)
                     continue
@@ -112,7 +115,22 @@ class Informer(Generic[T]):
         except (ApiError, httpx2.HTTPStatusError) as err:
             if not (_status(err) == 404 and self._optional):
                 raise
-            self.available = False
+            self._missing()
+
+    def _missing(self) -> None:
+        """An optional resource the server does not have (its CRD not installed): said once, the
+        store emptied, and looked for again every 30 s by ``run``."""
+        if self.available:
+            log.warning(
+                "%s: the API server has no such resource (its CRD is not installed); running "
+                "without it, looking again every 30s",
+                self.name,
+            )
+        self.available = False
+        if self.store:
+            self.store.clear()
+            self.versions.clear()
+            self._changed_store()
 
     async def _relist(self) -> str:
         generic = self._client._client
@@ -143,7 +161,9 @@ class Informer(Generic[T]):
         for key in set(self.store) - seen:
             self.store.pop(key, None)
             self.versions.pop(key, None)
-            self._changed.set()
+            self._changed_store()
+        if not self.available:
+            log.info("%s: the resource is there now; watching it", self.name)
         self.available = True
         self.synced.set()
         return rv
@@ -165,7 +185,7 @@ class Informer(Generic[T]):
         if event_type == "DELETED":
             if self.store.pop(key, None) is not None:
                 self.versions.pop(key, None)
-                self._changed.set()
+                self._changed_store()
             return
         if not self._keep:
             return
@@ -176,4 +196,8 @@ class Informer(Generic[T]):
             return
         self.store[key] = value
         self.versions[key] = resource_version(raw)
+        self._changed_store()
+
+    def _changed_store(self) -> None:
+        self.generation += 1
         self._changed.set()

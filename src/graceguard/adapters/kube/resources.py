@@ -19,3 +19,5 @@ ReplicaSet: Any = create_namespaced_resource("apps", "v1", "ReplicaSet", "replic
 DisruptionPolicy: Any = create_global_resource(
     "graceguard.io", "v1alpha1", "DisruptionPolicy", "disruptionpolicies"
 )
+Disruption: Any = create_global_resource("graceguard.io", "v1alpha1", "Disruption", "disruptions")
+"""One disruption request (``manifests.disruptions``): ``kubectl get gdis``."""

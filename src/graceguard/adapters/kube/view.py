@@ -1,5 +1,7 @@
-"""The cluster as graceguard sees it: informers on pods, nodes, budgets, workloads and the
-DisruptionPolicy, assembled into the engine's ``Snapshot``, the open requests and the policy.
+"""The cluster as graceguard sees it: informers on pods, nodes, budgets, workloads, the
+DisruptionPolicy and the Disruptions, assembled into the engine's ``Snapshot``, the open requests
+(each ``Disruption`` object not Done or Cancelled), the finished and the refused ones, and the
+policy.
 
 Pods are stored compactly: only the annotations graceguard reads or writes are kept, and label
 strings are interned (many pods share them).
@@ -9,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import datetime as dt
 import logging
 import sys
 from collections.abc import Iterable
@@ -20,7 +23,7 @@ from graceguard.adapters.kube import resources
 from graceguard.adapters.kube.informer import Informer, RawHook
 from graceguard.domain import annotations as ann
 from graceguard.domain import cluster, disruption, policy
-from graceguard.manifests import objects, pods, requests
+from graceguard.manifests import disruptions, objects, pods
 from graceguard.manifests.errors import ManifestError
 
 log = logging.getLogger(__name__)
@@ -50,21 +53,49 @@ def compact_pod(raw: dict[str, Any]) -> cluster.Pod:
     )
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class NodeEntry:
-    node: cluster.Node
-    request: disruption.DisruptionRequest | None
-    problem: str | None
-
-
-def node_entry(raw: dict[str, Any]) -> NodeEntry:
+def compact_node(raw: dict[str, Any]) -> cluster.Node:
     node = objects.node_from_manifest(raw)
-    meta = raw.get("metadata") or {}
-    annotations = meta.get("annotations") or {}
+    return dataclasses.replace(
+        node,
+        name=sys.intern(node.name),
+        labels=_intern_map(dict(node.labels)) or cluster.EMPTY,
+        taints=frozenset(sys.intern(t) for t in node.taints),
+    )
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class DisruptionEntry:
+    """A ``Disruption`` object as read: exactly one of ``request`` (open), ``finished`` (Done or
+    Cancelled) and ``rejected`` (it cannot be carried out as written) is set."""
+
+    name: str
+    request: disruption.DisruptionRequest | None = None
+    finished: disruptions.Finished | None = None
+    rejected: disruption.Rejected | None = None
+
+
+def disruption_entry(raw: dict[str, Any]) -> DisruptionEntry:
+    """A ``Disruption`` object read; one that cannot be read at all (a malformed object stored
+    before the schema was tightened) is rejected with why, never an error out of the watch."""
+    name = str((raw.get("metadata") or {}).get("name", ""))
     try:
-        return NodeEntry(node, requests.request_from_node(node.name, annotations), None)
+        finished = disruptions.finished_from_object(raw)
+    except ManifestError:
+        finished = None
+    if finished is not None:
+        return DisruptionEntry(name, finished=finished)
+    try:
+        return DisruptionEntry(name, request=disruptions.request_from_object(raw))
     except ManifestError as err:
-        return NodeEntry(node, None, str(err))
+        problem = str(err)
+    except (TypeError, ValueError, AttributeError) as err:
+        problem = f"the object cannot be read: {err}"
+    try:
+        status = raw.get("status")
+        reported = disruptions.status_from_object(status) if isinstance(status, dict) else None
+    except (TypeError, ValueError, AttributeError):
+        reported = None
+    return DisruptionEntry(name, rejected=disruption.Rejected(name, problem, reported))
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -191,7 +222,7 @@ class ClusterView:
             page_size=POD_PAGE_SIZE,
         )
         self.nodes = Informer(
-            client=client, resource=resources.Node, convert=node_entry, changed=self.changed
+            client=client, resource=resources.Node, convert=compact_node, changed=self.changed
         )
         self.budgets = Informer(
             client=client,
@@ -224,6 +255,13 @@ class ClusterView:
             changed=self.changed,
             optional=True,
         )
+        self.disruptions = Informer(
+            client=client,
+            resource=resources.Disruption,
+            convert=disruption_entry,
+            changed=self.changed,
+            optional=True,
+        )
         self._accepted: tuple[str, policy.InForce] | None = None
         """The last policy this process accepted, with the uid of the object it came from."""
 
@@ -237,6 +275,7 @@ class ClusterView:
             self.statefulsets,
             self.replicasets,
             self.policies,
+            self.disruptions,
         )
         return found if self.events is None else (*found, self.events)
 
@@ -267,14 +306,27 @@ class ClusterView:
             *(e.workload for e in self.replicasets.store.values() if e.owner is None),
         ]
         return cluster.Snapshot(
-            nodes=tuple(e.node for e in self.nodes.store.values()),
+            nodes=tuple(self.nodes.store.values()),
             pods=tuple(pod_list),
             budgets=tuple(self.budgets.store.values()),
             workloads=tuple(workloads),
         )
 
     def requests(self) -> list[disruption.DisruptionRequest]:
-        return [e.request for e in self.nodes.store.values() if e.request is not None]
+        """The open disruptions (not Done or Cancelled), each with the status it reports now."""
+        return [e.request for e in self.disruptions.store.values() if e.request is not None]
+
+    def finished(self) -> list[tuple[str, dt.datetime]]:
+        """The Done and Cancelled disruptions, with when they finished."""
+        return [
+            (e.finished.id, e.finished.at)
+            for e in self.disruptions.store.values()
+            if e.finished is not None
+        ]
+
+    def rejected(self) -> list[disruption.Rejected]:
+        """The disruptions that cannot be carried out as written (their status says why)."""
+        return [e.rejected for e in self.disruptions.store.values() if e.rejected is not None]
 
     def policy(self) -> tuple[policy.Policy, PolicyEntry | None]:
         """The policy in force and the ``default`` object (``None``: there is none).
@@ -293,7 +345,8 @@ class ClusterView:
         return choose_in_force(entry, self._accepted), entry
 
     def versions(self, keys: Iterable[str]) -> dict[str, str]:
-        """Current resourceVersions of ``pod:ns/name`` / ``node:name`` keys."""
+        """Current resourceVersions of ``pod:ns/name``, ``node:name`` and ``disruption:name``
+        keys."""
         return {key: self._current(key) or "" for key in keys}
 
     async def settle(self, before: dict[str, str], *, timeout: float = 5.0) -> bool:
@@ -312,5 +365,8 @@ class ClusterView:
 
     def _current(self, key: str) -> str | None:
         kind, _, name = key.partition(":")
-        store = self.pods.versions if kind == "pod" else self.nodes.versions
-        return store.get(name)
+        return self._versions[kind].versions.get(name)
+
+    @property
+    def _versions(self) -> dict[str, Informer[Any]]:
+        return {"pod": self.pods, "node": self.nodes, "disruption": self.disruptions}

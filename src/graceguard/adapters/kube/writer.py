@@ -3,7 +3,9 @@
 Notices: the ``PodEviction`` condition goes through the status subresource (strategic merge on
 ``conditions``, keyed by ``type``), the annotations through a JSON merge patch. Events are core
 ``v1`` Events reported by ``graceguard``. Evictions use the Eviction subresource with the pod's own
-grace period; 429 means a budget or a webhook refused.
+grace period; 429 means a budget or a webhook refused. A ``Disruption``'s progress goes to its
+status subresource (a JSON merge patch of ``manifests.disruptions.status_document``); one deleted
+meanwhile is simply gone.
 """
 
 from __future__ import annotations
@@ -13,7 +15,6 @@ import logging
 import os
 import typing
 from collections.abc import Mapping
-from typing import Any
 
 import lightkube
 from lightkube.core.exceptions import ApiError
@@ -21,10 +22,12 @@ from lightkube.models.meta_v1 import DeleteOptions, ObjectMeta
 from lightkube.resources.core_v1 import Event, Node, Pod
 from lightkube.types import PatchType
 
+from graceguard.adapters.kube import resources
 from graceguard.controller import ports
 from graceguard.domain import annotations as ann
-from graceguard.domain import notices, times
+from graceguard.domain import disruption, notices, times
 from graceguard.engine import actions as act
+from graceguard.manifests import disruptions
 
 log = logging.getLogger(__name__)
 
@@ -151,9 +154,45 @@ class LightkubeWriter:
             Node, node, {"spec": {"unschedulable": True}}, patch_type=PatchType.MERGE
         )
 
-    async def complete_disruption(self, *, request_id: str, node: str, at: dt.datetime) -> None:
-        """The request stored on the node is closed with ``graceguard.io/disruption-done-at``."""
-        body: dict[str, Any] = {
-            "metadata": {"annotations": {ann.DISRUPTION_DONE_AT: times.format_time(at)}}
+    async def hold_node(self, *, node: str, request_id: str | None) -> None:
+        """``scale-down-disabled: "true"`` and ``graceguard.io/held-for`` on the node while
+        graceguard drains it; both removed with ``None``."""
+        changes = {
+            ann.CA_SCALE_DOWN_DISABLED: "true" if request_id is not None else None,
+            ann.HELD_FOR: request_id,
         }
-        await self._client.patch(Node, node, body, patch_type=PatchType.MERGE)
+        await self._client.patch(
+            Node, node, {"metadata": {"annotations": changes}}, patch_type=PatchType.MERGE
+        )
+
+    async def complete_disruption(self, *, request_id: str, node: str, at: dt.datetime) -> None:
+        """The disruption's status says ``Done`` at ``at``, no pods left; the node stays
+        cordoned (the source, an autoscaler, removes it)."""
+        done = disruption.DisruptionStatus(
+            disruption.Phase.DONE,
+            completed_at=at,
+            message=f"every pod it covers is gone from {node}" if node else "done",
+        )
+        await self.report_disruption(request_id=request_id, status=done)
+
+    async def report_disruption(
+        self, *, request_id: str, status: disruption.DisruptionStatus
+    ) -> None:
+        try:
+            await self._client.patch(
+                resources.Disruption.Status,
+                request_id,
+                {"status": disruptions.status_document(status)},
+                patch_type=PatchType.MERGE,
+            )
+        except ApiError as err:
+            if err.status.code != 404:
+                raise
+            log.info("disruption %s is gone; its status was not written", request_id)
+
+    async def delete_disruption(self, *, request_id: str) -> None:
+        try:
+            await self._client.delete(resources.Disruption, request_id)
+        except ApiError as err:
+            if err.status.code != 404:
+                raise
