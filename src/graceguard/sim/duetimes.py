@@ -47,7 +47,7 @@ class DueTimes(Generic[T]):
         held: list[tuple[dt.datetime, int, T]] = []
         found: dt.datetime | None = None
         while heap:
-            at, serial, item = heap[0]
+            at, _, item = heap[0]
             if not stands(at, item):
                 heapq.heappop(heap)
                 continue

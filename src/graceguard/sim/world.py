@@ -14,16 +14,19 @@ breaks (the pod it uses ends while it still runs) is killed.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import datetime as dt
 import enum
 from collections.abc import Callable
 from typing import Protocol
 
+from graceguard.domain import annotations as ann
 from graceguard.domain import budgets, cluster, disruption, times
+from graceguard.sim.duetimes import DueTimes
 from graceguard.sim.marks import Mark, MarkKind
 from graceguard.sim.pods import End, SimNode, SimPod
-from graceguard.sim.scenario import Scenario
+from graceguard.sim.scenario import PodSpec, Scenario
 
 REPLACEMENT_DELAY = dt.timedelta(seconds=30)
 """From a pod's end (or its termination, for a Deployment's service) to its replacement running:
@@ -75,6 +78,7 @@ class World:
         self.mode = mode
         self.start = scenario.start
         self.nodes: dict[str, SimNode] = {}
+        self._init_clock()
         for spec in scenario.nodes:
             self.add_node(
                 spec.name,
@@ -88,6 +92,10 @@ class World:
             for p in scenario.pods
         ]
         self._names = {p.name for p in self.pods}
+        self._spec_named: dict[str, PodSpec] = {p.spec.name: p.spec for p in reversed(self.pods)}
+        """A pod spec's name -> the spec (the first pod's, as a look through ``pods`` finds it)."""
+        for p in self.pods:
+            self._track(p)
         self.current: dict[str, SimPod] = {}
         """Pod name -> the pod going by that name now (the latest one created)."""
         self.requests: dict[str, OpenRequest] = {}
@@ -111,10 +119,51 @@ class World:
         """Bumped whenever a pod starts, is asked to stop or ends (budgets depend on those)."""
         self._budgets: tuple[int, tuple[cluster.PodDisruptionBudget, ...]] | None = None
         self._running: list[SimPod] | None = None
+        """A copy of ``_running_now`` handed out until the running pods change."""
         self._active: list[SimPod] | None = None
-        """The pods not ended yet (waiting to start or running): what the clock steps look at."""
+        """The pods not ended yet (waiting to start or running)."""
         self._clients_of: list[SimPod] = [p for p in self.pods if p.spec.uses is not None]
         """The pods that hold a connection to another (few): whose clients a pod's end breaks."""
+
+    def _init_clock(self) -> None:
+        """What the clock steps and placement keep up to date instead of looking at every pod
+        and node each step."""
+        self._node_order: dict[str, int] = {}
+        """Node name -> its place in ``nodes`` (the order the clock step ends nodes in)."""
+        self._node_starts: list[tuple[dt.datetime, int, SimNode]] = []
+        """Every node's launch, by time (the clock steps to launches still ahead)."""
+        self._node_ends: DueTimes[SimNode] = DueTimes()
+        """When nodes are scheduled to go (an entry stands while it is the node's ``ends_at``)."""
+        self._going: set[str] = set()
+        """Nodes scheduled to go, maybe gone since (``settled`` looks these up)."""
+        self._stuck: list[SimNode] = []
+        """Nodes past their ``ends_at`` that could not go yet (not launched): retried each step."""
+        self._node_version = 0
+        """Bumped whenever a node is added, cordoned, uncordoned or ends."""
+        self._alive: tuple[int, dt.datetime, dt.datetime | None, list[SimNode]] | None = None
+        """The live nodes, as of (version, from, until the next launch after it, nodes)."""
+        self._api_nodes: (
+            tuple[list[SimNode], list[dict[str, str]], tuple[cluster.Node, ...]] | None
+        ) = None
+        """The live nodes as the API server serves them, for (that list of live nodes, their
+        annotations then)."""
+        self._order: dict[SimPod, int] = {}
+        """Pod -> its place in ``pods`` (creation order: the order the clock step takes pods in)."""
+        self._pod_times: DueTimes[SimPod] = DueTimes()
+        """A pending pod's creation; a running pod's completion, exit and end of grace period. An
+        entry stands while its pod has not ended."""
+        self._pending = 0
+        """Pods not started yet."""
+        self._waiting: dict[SimPod, None] = {}
+        """Pods created but not placed yet (no node would take them): retried each step."""
+        self._stopping_for_clients: dict[SimPod, None] = {}
+        """Terminating pods that stop once their clients are done: looked at each step."""
+        self._terminating = 0
+        """Pods asked to stop, not ended yet."""
+        self._running_now: list[SimPod] = []
+        """The running pods, in creation order (kept up to date)."""
+        self._on_node: dict[str, list[SimPod]] = {}
+        """Node name -> its running pods, in creation order (kept up to date)."""
 
     # ---- nodes -------------------------------------------------------------------------------
 
@@ -128,16 +177,37 @@ class World:
         }
         node = SimNode(name, group, zone, labels, start)
         self.nodes[name] = node
+        self._node_version += 1
+        self._node_order.setdefault(name, len(self._node_order))
+        bisect.insort(self._node_starts, (start, len(self._node_starts), node))
         return node
 
     def alive_nodes(self, now: dt.datetime) -> list[SimNode]:
-        return [n for n in self.nodes.values() if n.alive(now)]
+        return list(self._alive_nodes(now))
+
+    def _alive_nodes(self, now: dt.datetime) -> list[SimNode]:
+        """The live nodes at ``now``, in ``nodes`` order (the same list while no node is added,
+        cordoned, uncordoned or ends and none launches)."""
+        seen = self._alive
+        if (
+            seen is not None
+            and seen[0] == self._node_version
+            and seen[1] <= now
+            and (seen[2] is None or now < seen[2])
+        ):
+            return seen[3]
+        alive = [n for n in self.nodes.values() if n.alive(now)]
+        starts = self._node_starts
+        i = bisect.bisect_right(starts, now, key=lambda e: e[0])
+        self._alive = (self._node_version, now, starts[i][0] if i < len(starts) else None, alive)
+        return alive
 
     def cordon(self, name: str, now: dt.datetime, by: str) -> bool:
         node = self.nodes.get(name)
         if node is None or node.cordoned or node.end is not None:
             return False
         node.cordoned = True
+        self._node_version += 1
         self.mark(now, MarkKind.CORDON, name, text=by)
         return True
 
@@ -146,6 +216,7 @@ class World:
         if node is None or not node.cordoned or node.end is not None:
             return False
         node.cordoned = False
+        self._node_version += 1
         self.mark(now, MarkKind.REQUEST, name, text=why)
         return True
 
@@ -155,6 +226,8 @@ class World:
         if node is None or node.end is not None or node.start > now:
             return False
         node.end, node.end_reason = now, reason
+        self._node_version += 1
+        self._going.discard(name)
         self.mark(now, MarkKind.NODE_END, name, text=reason)
         gone = self.pods_on(name)
         for pod in gone:
@@ -173,15 +246,19 @@ class World:
             return
         if node.ends_at is None or at < node.ends_at:
             node.ends_at, node.ends_reason = at, reason
+            self._node_ends.add(at, node)
+            self._going.add(name)
 
     # ---- pods --------------------------------------------------------------------------------
 
     def pods_on(self, node: str, *, daemons: bool = True) -> list[SimPod]:
-        return [p for p in self.pods if p.node == node and p.running and (daemons or not p.daemon)]
+        """The pods running on ``node``, in creation order."""
+        return [p for p in self._on_node.get(node, ()) if daemons or not p.daemon]
 
     def running_pods(self) -> list[SimPod]:
+        """The running pods, in creation order (the same list until one starts or ends)."""
         if self._running is None:
-            self._running = [p for p in self.active() if p.running]
+            self._running = list(self._running_now)
         return self._running
 
     def active(self) -> list[SimPod]:
@@ -194,7 +271,6 @@ class World:
         """A pod started, was asked to stop, ended, or got new annotations."""
         pod.kube = None
         self.generation += 1
-        self._running = None
 
     def pod(self, key: str) -> SimPod | None:
         namespace, _, name = key.partition("/")
@@ -217,6 +293,12 @@ class World:
         if not pod.running or pod.terminating:
             return False
         pod.sigterm(now, grace)
+        self._terminating += 1
+        for t in (pod.exit_at, pod.grace_end):
+            if t is not None:
+                self._pod_times.add(t, pod)
+        if pod.spec.stop_for_clients:
+            self._stopping_for_clients[pod] = None
         self.changed(pod)
         pod.stopped_by = by
         pod.evicted = evicted and not forced
@@ -260,6 +342,13 @@ class World:
     def _end(
         self, pod: SimPod, now: dt.datetime, kind: End, cause: str, *, cascade: bool = True
     ) -> None:
+        if pod.sigterm_at is not None:
+            self._terminating -= 1
+            self._stopping_for_clients.pop(pod, None)
+        self._running_now.remove(pod)
+        self._running = None
+        if pod.node is not None:
+            self._on_node[pod.node].remove(pod)
         pod.end, pod.end_kind, pod.end_cause = now, kind, cause
         self._active = None
         self.changed(pod)
@@ -293,23 +382,46 @@ class World:
             generation=generation,
         )
         self.pods.append(replacement)
+        self._track(replacement)
         self._active = None
         if replacement.spec.uses is not None:
             self._clients_of.append(replacement)
+
+    def _track(self, pod: SimPod) -> None:
+        """A pod just added to ``pods``: the clock steps to its creation."""
+        self._order[pod] = len(self._order)
+        self._pod_times.add(pod.created, pod)
+        self._pending += 1
 
     # ---- time --------------------------------------------------------------------------------
 
     def advance(self, now: dt.datetime) -> bool:  # noqa: C901, PLR0912 - one branch per thing that can fall due
         """Everything due at ``now``: node launches and ends, pods starting, finishing, exiting,
-        killed at the end of their grace period, placed. True if anything changed."""
+        killed at the end of their grace period, placed. True if anything changed.
+
+        Looks only at what may be due (pods whose creation, completion, exit or end of grace
+        period has come, pods still waiting for a node, pods stopping once their clients are done,
+        nodes whose end has come), taking pods in creation order and nodes in ``nodes`` order as a
+        look at every one of them would."""
         self.now = now
         changed = False
-        for pod in list(self.active()):
+        due: set[SimPod] = set()
+        for _, pod in self._pod_times.pop_due(now):
             if pod.end is not None:
                 continue
             if pod.started is None:
-                if pod.created <= now:
-                    changed = self._place(pod, now) or changed
+                self._waiting[pod] = None
+            else:
+                due.add(pod)
+        due.update(self._waiting)
+        due.update(self._stopping_for_clients)
+        for pod in sorted(due, key=self._order.__getitem__):
+            if pod.end is not None:
+                continue
+            if pod.started is None:
+                if pod.created <= now and self._place(pod, now):
+                    del self._waiting[pod]
+                    changed = True
                 continue
             if pod.exit_at is not None and pod.exit_at <= now:
                 assert pod.exit_kind is not None
@@ -328,9 +440,19 @@ class World:
             if pod.grace_end is not None and pod.grace_end <= now:
                 self.kill(pod, now, f"grace period ran out ({pod.stopped_by})")
                 changed = True
-        for node in list(self.nodes.values()):
-            if node.end is None and node.ends_at is not None and node.ends_at <= now:
+        ending = {n for at, n in self._node_ends.pop_due(now) if self._node_end_stands(at, n)}
+        ending.update(self._stuck)
+        self._stuck = []
+        for node in sorted(ending, key=lambda n: self._node_order[n.name]):
+            if (
+                self.nodes.get(node.name) is node
+                and node.end is None
+                and node.ends_at is not None
+                and node.ends_at <= now
+            ):
                 changed = self.end_node(node.name, now, node.ends_reason) or changed
+                if node.end is None:
+                    self._stuck.append(node)
         for rid, open_request in list(self.requests.items()):
             expires = open_request.hold_expires()
             if expires is not None and expires <= now and rid in self.requests:
@@ -340,6 +462,9 @@ class World:
                     open_request.on_expire(now)
                 changed = True
         return changed
+
+    def _node_end_stands(self, at: dt.datetime, node: SimNode) -> bool:
+        return self.nodes.get(node.name) is node and node.end is None and node.ends_at == at
 
     def _clients(self, pod: SimPod) -> list[SimPod]:
         return [p for p in self._clients_of if p.running and p.uses == pod.name]
@@ -352,28 +477,31 @@ class World:
                 return False  # waits for its node to launch
             target = wanted
         else:
-            load = {n.name: 0 for n in self.alive_nodes(now)}
-            for p in self.running_pods():
-                if p.node in load:
-                    load[p.node] += 1
+            disrupted = {r.request.node for r in self.requests.values()}
             choices = [
                 n
-                for n in self.alive_nodes(now)
-                if not n.cordoned and n.ends_at is None and not self._disrupted(n.name)
+                for n in self._alive_nodes(now)
+                if not n.cordoned and n.ends_at is None and n.name not in disrupted
             ]
             if not choices:
                 return False
-            target = min(choices, key=lambda n: (load[n.name], n.name))
+            on_node = self._on_node
+            target = min(choices, key=lambda n: (len(on_node.get(n.name, ())), n.name))
         pod.node, pod.started = target.name, now
+        self._pending -= 1
+        by_order = self._order.__getitem__
+        bisect.insort(self._running_now, pod, key=by_order)
+        bisect.insort(self._on_node.setdefault(target.name, []), pod, key=by_order)
+        self._running = None
+        finish = pod.completion()
+        if finish is not None:
+            self._pod_times.add(finish, pod)
         pod.annotations = dict(pod.spec.annotations)
         self.changed(pod)
         self.current[pod.name] = pod
         if pod.spec.uses is not None:
             pod.uses = self._bind(pod.spec.uses)
         return True
-
-    def _disrupted(self, node: str) -> bool:
-        return any(r.request.node == node for r in self.requests.values())
 
     def _bind(self, wanted: str) -> str | None:
         """The pod a client connects to: ``wanted`` if it runs, else a running sibling."""
@@ -384,45 +512,46 @@ class World:
         target = self.current.get(wanted)
         if target is not None and usable(target):
             return target.name
-        spec = next((p.spec for p in self.pods if p.spec.name == wanted), None)
+        spec = self._spec_named.get(wanted)
         if spec is None or spec.owner is None:
             return None
         siblings = sorted(
-            (p for p in self.pods if usable(p) and p.spec.owner == spec.owner),
+            (p for p in self._running_now if usable(p) and p.spec.owner == spec.owner),
             key=lambda p: p.name,
         )
         return siblings[0].name if siblings else None
 
-    def next_time(self, now: dt.datetime) -> dt.datetime | None:  # noqa: C901 - one branch per thing that can fall due
+    def next_time(self, now: dt.datetime) -> dt.datetime | None:
+        """The next instant after ``now`` anything is due: a node's launch or end, a pod's
+        creation, completion, exit or end of grace period, a hold running out."""
         times: list[dt.datetime] = []
-        for node in self.nodes.values():
-            if node.start > now:
-                times.append(node.start)
-            if node.end is None and node.ends_at is not None:
-                times.append(node.ends_at)
-        for pod in self.active():
-            if pod.started is None:
-                if pod.created > now:
-                    times.append(pod.created)
-                continue
-            for t in (pod.exit_at, pod.completion(), pod.grace_end):
-                if t is not None:
-                    times.append(t)
+        starts = self._node_starts
+        i = bisect.bisect_right(starts, now, key=lambda e: e[0])
+        while i < len(starts) and self.nodes.get(starts[i][2].name) is not starts[i][2]:
+            i += 1  # a node since replaced under its name
+        if i < len(starts):
+            times.append(starts[i][0])
+        for found in (
+            self._node_ends.next_after(now, self._node_end_stands),
+            self._pod_times.next_after(now, lambda _, pod: pod.end is None),
+        ):
+            if found is not None:
+                times.append(found)
         for r in self.requests.values():
             expires = r.hold_expires()
-            if expires is not None:
+            if expires is not None and expires > now:
                 times.append(expires)
-        later = [t for t in times if t > now]
-        return min(later) if later else None
+        return min(times) if times else None
 
     def settled(self, now: dt.datetime) -> bool:
         """Nothing in flight: no open request, no pod stopping or waiting to start, no node
         scheduled to go."""
         if self.requests:
             return False
-        if any(n.end is None and n.ends_at is not None for n in self.nodes.values()):
+        going = (self.nodes[name] for name in self._going)
+        if any(n.end is None and n.ends_at is not None for n in going):
             return False
-        return not any(p.started is None or p.terminating for p in self.active())
+        return self._pending == 0 and self._terminating == 0
 
     # ---- requests ----------------------------------------------------------------------------
 
@@ -460,13 +589,26 @@ class World:
     # ---- the engine's view -------------------------------------------------------------------
 
     def snapshot(self, now: dt.datetime) -> cluster.Snapshot:
-        nodes = tuple(
-            cluster.Node(n.name, labels=dict(n.labels), unschedulable=n.cordoned)
-            for n in self.alive_nodes(now)
-        )
+        alive = self._alive_nodes(now)
+        notes = [n.annotations for n in alive]  # written in place by graceguard's node holds
+        seen = self._api_nodes
+        if seen is None or seen[0] is not alive or seen[1] != notes:
+            api = tuple(
+                cluster.Node(
+                    n.name,
+                    labels=dict(n.labels),
+                    unschedulable=n.cordoned,
+                    scale_down_disabled=n.annotations.get(ann.CA_SCALE_DOWN_DISABLED) == "true",
+                    held_for=n.annotations.get(ann.HELD_FOR),
+                )
+                for n in alive
+            )
+            seen = self._api_nodes = (alive, [dict(a) for a in notes], api)
+        nodes = seen[2]
+        kube_pod = self.kube_pod
         return cluster.Snapshot(
             nodes=nodes,
-            pods=tuple(self.kube_pod(p) for p in self.running_pods()),
+            pods=tuple([p.kube if p.kube is not None else kube_pod(p) for p in self._running_now]),
             budgets=self.budgets(),
             workloads=self._workloads,
         )
@@ -510,8 +652,8 @@ class World:
         (recomputed only when a pod starts, stops or ends)."""
         if self._budgets is not None and self._budgets[0] == self.generation:
             return self._budgets[1]
-        live = [self.kube_pod(p) for p in self.running_pods()]
         out = []
+        live = [self.kube_pod(p) for p in self._running_now] if self.scenario.pdbs else []
         for spec in self.scenario.pdbs:
             pdb = cluster.PodDisruptionBudget(
                 namespace=spec.namespace,
