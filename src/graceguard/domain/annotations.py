@@ -16,12 +16,19 @@ CA_SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"
 KARPENTER_DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
 ACS_ENSURE_RUNNING = "alibabacloud.com/ensure-running-duration"
 
+# On nodes: cluster-autoscaler leaves a node with this annotation alone (never scales it down).
+CA_SCALE_DOWN_DISABLED = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
+
 # Outputs (written by graceguard).
 EVICTION_AT = "graceguard.io/eviction-at"
 EVICTION_REASON = "graceguard.io/eviction-reason"
 PROJECTED = "graceguard.io/projected"
 """Comma-separated names of the annotations graceguard added while projecting protection, so that
 exactly those are removed afterwards and a user's own value is never touched."""
+HELD_FOR = "graceguard.io/held-for"
+"""On a node: the Disruption for which graceguard set ``scale-down-disabled`` on it, so that an
+autoscaler does not delete the node while graceguard drains it (a pod in its own long grace
+period looks gone to the autoscaler); removed, with exactly that annotation, when it is done."""
 BLOCKED_SINCE = "graceguard.io/blocked-since"
 """When a planned eviction was first refused by a budget: the start of the ``pdbMaxWait`` clock."""
 
