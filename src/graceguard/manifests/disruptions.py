@@ -81,7 +81,7 @@ def check_source(source: str, *, field: str = "spec.source") -> None:
         raise ManifestError(field, "required: who asks, such as drain or cluster-autoscaler")
     if len(source) > SOURCE_MAX:
         raise ManifestError(field, f"at most {SOURCE_MAX} characters, got {len(source)}")
-    if not SOURCE_PATTERN.match(source):
+    if not SOURCE_PATTERN.fullmatch(source):
         raise ManifestError(
             field,
             f"letters, digits and - _ . : only, starting and ending with a letter or digit; "
@@ -180,7 +180,10 @@ def status_from_object(status: Mapping[str, Any]) -> disruption.DisruptionStatus
     except ValueError:
         return None
     pods: list[disruption.PodLeft] = []
-    for item in status.get("pods") or ():
+    listed = status.get("pods") or ()
+    if not isinstance(listed, list | tuple):
+        return None
+    for item in listed:
         if not isinstance(item, Mapping):
             return None
         key = f"{item.get('namespace', '')}/{item.get('name', '')}"
@@ -209,8 +212,9 @@ def _count(value: object, default: int) -> int:
 
 def finished_from_object(doc: Mapping[str, Any]) -> Finished | None:
     """A Done or Cancelled object with when it finished (``completedAt``, else its creation)."""
-    meta = _mapping(doc.get("metadata"), "metadata")
-    status = _mapping(doc.get("status"), "status")
+    meta, status = doc.get("metadata"), doc.get("status")
+    if not isinstance(meta, Mapping) or not isinstance(status, Mapping):
+        return None
     try:
         phase = disruption.Phase(str(status.get("phase")))
     except ValueError:
