@@ -3,8 +3,8 @@ on a real control plane (hack/controlplane.py) with ``graceguard controller`` ru
 
 Prints one JSON line. Before each run the controller is synced and leads (its Lease), and this
 process watches the node's pods and the namespace's Events (both watches established and caught
-up first). t0 is taken just before the node is patched the way ``graceguard drain`` does it
-(cordon + ``graceguard.io/disruption*`` annotations, voluntary). With the default policy (the CRD
+up first). t0 is taken just before the ``Disruption`` object is created the way ``graceguard
+drain`` does it (voluntary; the controller cordons). With the default policy (the CRD
 installed, no DisruptionPolicy object: noticeLead 10m) every unprotected pod is due both notices
 at once: a ``ProposedEviction`` then a ``ScheduledEviction`` (each: the ``PodEviction`` condition,
 the ``graceguard.io/eviction-at`` annotation, an Event). A pod is noticed when this process has
@@ -24,16 +24,15 @@ import pathlib
 import statistics
 import tempfile
 import time
-from typing import Any
+from typing import Any, cast
 
 import lightkube
 from lightkube.resources.core_v1 import Namespace
-from lightkube.types import PatchType
 
 import kwokbench
 from graceguard.adapters.kube import resources
 from graceguard.domain import disruption
-from graceguard.manifests import requests
+from graceguard.manifests import disruptions
 
 RUNS, PODS = 3, 100
 NAMESPACE, LEASE_NAMESPACE = "bench-latency", "graceguard-bench"
@@ -153,18 +152,17 @@ async def one_drain(cp: Any, controller: kwokbench.Controller, run: int) -> dict
             await asyncio.sleep(0.05)
         await asyncio.sleep(1.0)  # and the event watch its backlog
         rounds_before = controller.metric("graceguard_reconcile_rounds_total") or 0
-        changes = requests.request_annotations(
+        now = dt.datetime.now(dt.UTC).replace(microsecond=0)
+        request = disruption.DisruptionRequest(
+            id=disruptions.request_name(source="bench", node=node, pod=None, at=now),
+            node=node,
             source="bench",
-            requested_at=dt.datetime.now(dt.UTC).replace(microsecond=0),
             disruption_class=disruption.DisruptionClass.VOLUNTARY,
-            deadline=None,
+            requested_at=now,
         )
         t0 = time.monotonic()
-        await kube.patch(
-            resources.Node,
-            node,
-            {"spec": {"unschedulable": True}, "metadata": {"annotations": changes}},
-            patch_type=PatchType.MERGE,
+        await kube.create(
+            cast(Any, resources.Disruption.from_dict(disruptions.object_for(request)))
         )
         try:
             await asyncio.wait_for(seen.done.wait(), TIMEOUT)

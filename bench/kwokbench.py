@@ -95,15 +95,20 @@ def control_plane(workdir: pathlib.Path) -> Iterator[controlplane.ControlPlane]:
 
 
 def install_crd(cp: controlplane.ControlPlane) -> None:
-    """The DisruptionPolicy CRD, as the chart installs it (no policy object: the defaults)."""
-    done = cp.kubectl("apply", "-f", str(REPO / "deploy" / "crds" / "disruptionpolicy.yaml"))
-    if done.returncode != 0:
-        raise RuntimeError(f"kubectl apply the CRD: {done.stderr}")
-    wait_for(
-        lambda: cp.kubectl("get", "disruptionpolicies").returncode == 0,
-        timeout=30,
-        what="the DisruptionPolicy CRD established",
-    )
+    """The CRDs (DisruptionPolicy, Disruption), as the chart installs them (no policy object: the
+    defaults)."""
+    for crd, plural in (
+        ("disruptionpolicy.yaml", "disruptionpolicies"),
+        ("disruption.yaml", "disruptions"),
+    ):
+        done = cp.kubectl("apply", "-f", str(REPO / "deploy" / "crds" / crd))
+        if done.returncode != 0:
+            raise RuntimeError(f"kubectl apply the CRD {crd}: {done.stderr}")
+        wait_for(
+            lambda p=plural: cp.kubectl("get", p).returncode == 0,  # type: ignore[misc]
+            timeout=30,
+            what=f"the {plural} CRD established",
+        )
 
 
 def client(cp: controlplane.ControlPlane) -> lightkube.AsyncClient:

@@ -45,6 +45,8 @@ CLUSTER_PERMISSIONS: dict[tuple[str, str], set[str]] = {
     ("apps", "replicasets/scale"): {"get"},
     ("graceguard.io", "disruptionpolicies"): {"get", "list", "watch"},
     ("graceguard.io", "disruptionpolicies/status"): {"patch", "update"},
+    ("graceguard.io", "disruptions"): {"get", "list", "watch", "delete"},
+    ("graceguard.io", "disruptions/status"): {"patch"},
 }
 
 

@@ -31,6 +31,8 @@ WEBHOOK_PERMISSIONS: dict[tuple[str, str], set[str]] = {
     ("apps", "statefulsets"): {"list", "watch"},
     ("apps", "replicasets"): {"list", "watch"},
     ("graceguard.io", "disruptionpolicies"): {"list", "watch"},
+    ("", "nodes"): {"list", "watch"},
+    ("graceguard.io", "disruptions"): {"list", "watch", "create"},
 }
 
 
@@ -189,7 +191,9 @@ def test_the_trusted_user_is_the_controllers_service_account(docs: list[dict[str
     assert webhook_pod["serviceAccountName"] == NAME != account
 
 
-def test_the_webhook_may_only_read_and_post_events(docs: list[dict[str, Any]]) -> None:
+def test_the_webhook_may_only_read_post_events_and_open_takeovers(
+    docs: list[dict[str, Any]],
+) -> None:
     role = one(docs, "ClusterRole", NAME)
     found: dict[tuple[str, str], set[str]] = {}
     for group, resource, verb, names in permissions(role):
