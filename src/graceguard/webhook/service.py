@@ -257,7 +257,8 @@ class AdmissionService:
         now: dt.datetime,
     ) -> None:
         scope = verdict.takeover
-        assert scope is not None and pod.node
+        if scope is None or not pod.node:
+            return  # a pod bound to no node has nothing to drain; the refusal stands
         key = pod.node if scope is disruption.Scope.NODE else pod.key
         mine = self._opened.get(key)
         if mine is not None and now - mine[1] < JOIN_FOR:
