@@ -160,7 +160,7 @@ def test_the_ledger_answers_who_killed_my_pod(
         assert victim["givenGraceSeconds"] == 3
         assert "before its protection ended" in victim["prematureReason"]
         assert moved["initiator"] == "graceguard"
-        assert moved["requestId"].startswith(f"{drained_node}@")
+        assert moved["requestId"].startswith(f"drain.{drained_node}.")
         assert moved["premature"] is False
         assert moved["givenGraceSeconds"] == 1
         assert moved["logStatus"].startswith("no logs available")
