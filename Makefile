@@ -60,14 +60,14 @@ bench: $(STAMP)
 clean:
 	rm -rf $(VENV) build src/*.egg-info .mypy_cache .ruff_cache .pytest_cache
 
-# ---- the DisruptionPolicy CRD and the Helm chart (issue 4) ----
-# deploy/crds/disruptionpolicy.yaml is the CRD's source; `make crds` copies it into the chart.
+# ---- the CRDs (DisruptionPolicy, Disruption) and the Helm chart (issues 4, 8) ----
+# deploy/crds/*.yaml are the CRDs' sources; `make crds` copies each into the chart's crds/.
 # helm is built from the Go module proxy into the cache (hack/build-helm.sh; skipped when cached).
 HELM_VERSION := v3.22.0
 GRACEGUARD_CACHE ?= $(HOME)/.cache/graceguard
 HELM := $(GRACEGUARD_CACHE)/helm/$(HELM_VERSION)/helm
 CHART := deploy/helm/graceguard
-CRD := deploy/crds/disruptionpolicy.yaml
+CRDS := deploy/crds/disruptionpolicy.yaml deploy/crds/disruption.yaml
 CHART_NS := graceguard-system
 # the Kubernetes version the e2e tier runs (helm template without a cluster assumes v1.20)
 KUBE_VERSION := v1.37.1
@@ -76,11 +76,17 @@ helm:
 	@GO=$(GO) HELM_VERSION=$(HELM_VERSION) GRACEGUARD_CACHE=$(GRACEGUARD_CACHE) hack/build-helm.sh >/dev/null
 
 crds:
-	cp $(CRD) $(CHART)/crds/disruptionpolicy.yaml
+	cp $(CRDS) $(CHART)/crds/
 
+## crds-check: the chart's crds/ holds exactly a copy of each of $(CRDS)
 crds-check:
-	@cmp -s $(CRD) $(CHART)/crds/disruptionpolicy.yaml || \
-	  { echo "$(CHART)/crds/disruptionpolicy.yaml differs from $(CRD): run make crds"; exit 1; }
+	@for crd in $(CRDS); do \
+	  cmp -s $$crd $(CHART)/crds/$$(basename $$crd) || \
+	    { echo "$(CHART)/crds/$$(basename $$crd) differs from $$crd: run make crds"; exit 1; }; \
+	done
+	@extra=$$(cd $(CHART)/crds && for f in *; do \
+	  case " $(notdir $(CRDS)) " in *" $$f "*) ;; *) echo $$f;; esac; done); \
+	  [ -z "$$extra" ] || { echo "$(CHART)/crds/ has files no CRD source has: $$extra"; exit 1; }
 
 ## chart: helm lint + helm template (default values) into out/chart.yaml
 chart: helm crds-check

@@ -33,9 +33,10 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import datetime as dt
 import pathlib
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import jsonschema
@@ -44,7 +45,11 @@ import yaml
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from graceguard.domain import durations, intorpercent, policy, windows
+from graceguard.domain import disruption, durations, intorpercent, policy, times, windows
+from graceguard.manifests import disruptions
+from graceguard.manifests.errors import ManifestError
+
+from .test_disruption_manifest import DNS_SUBDOMAIN, T0, requests, statuses
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 CRD_PATH = ROOT / "deploy" / "crds" / "disruptionpolicy.yaml"
@@ -61,6 +66,14 @@ DURATION_FIELDS = ("maxProtection", "maxMinRuntime", "noticeLead", "pdbMaxWait",
 # ---- OpenAPI v3 (as the apiserver reads it) -> JSON Schema draft 4 ----
 
 
+def go_pattern(pattern: str) -> str:
+    """A pattern as Go's regexp reads it: a final ``$`` is the end of the text (Python's also
+    matches before a final newline, which would take ``"drain\\n"``)."""
+    if pattern.endswith("$") and not pattern.endswith("\\$"):
+        return pattern[:-1] + r"\Z"
+    return pattern
+
+
 def to_json_schema(node: Mapping[str, Any]) -> dict[str, Any]:
     """Translate one structural-schema node; CEL rules, defaults and descriptions are dropped."""
     out: dict[str, Any] = {}
@@ -71,6 +84,8 @@ def to_json_schema(node: Mapping[str, Any]) -> dict[str, Any]:
             out[key] = {name: to_json_schema(sub) for name, sub in value.items()}
         elif key == "items":
             out[key] = to_json_schema(value)
+        elif key == "pattern":
+            out[key] = go_pattern(value)
         else:
             out[key] = value
     if node.get("x-kubernetes-int-or-string"):
@@ -750,3 +765,746 @@ def test_never_fires_agrees_with_croniter_on_single_values_and_steps() -> None:
                 messages = cel_schedule_messages(schedule)
                 assert len(messages) <= 1, messages
                 assert (messages == []) == fires, schedule
+
+
+# ==== the Disruption CRD (deploy/crds/disruption.yaml) against manifests/disruptions.py ====
+#
+# The same checks for the Disruption objects: ``object_for`` and ``status_document`` write only
+# what the schema holds, the enums are the domain's, and the schema, the CEL rules and
+# ``request_from_object`` agree on sample documents. The OpenAPI part runs through ``jsonschema``
+# as above, with a ``date-time`` check that is the apiserver's (kube-openapi's ``IsDateTime``).
+# The CEL rules are evaluated offline by their Python twins (``DIS_CEL``, one per rule, which
+# ``test_every_disruption_rule_has_a_twin`` keeps complete); tests/e2e/test_crd.py runs the same
+# samples, transitions included, through a real apiserver, which shows the twins right.
+
+DIS_CRD_PATH = ROOT / "deploy" / "crds" / "disruption.yaml"
+DIS_CHART_CRD_PATH = ROOT / "deploy" / "helm" / "graceguard" / "crds" / "disruption.yaml"
+DIS_CRD: dict[str, Any] = yaml.safe_load(DIS_CRD_PATH.read_text(encoding="utf-8"))
+DIS_VERSION: dict[str, Any] = DIS_CRD["spec"]["versions"][0]
+DIS_SCHEMA: dict[str, Any] = DIS_VERSION["schema"]["openAPIV3Schema"]
+DIS_SPEC: dict[str, Any] = DIS_SCHEMA["properties"]["spec"]
+DIS_FIELDS: dict[str, Any] = DIS_SPEC["properties"]
+DIS_STATUS: dict[str, Any] = DIS_SCHEMA["properties"]["status"]
+CREATED = "2026-11-21T05:00:00Z"
+"""The creation time the samples get when ``request_from_object`` reads them, as the apiserver
+would set it."""
+
+_GO_DATE = re.compile(r"\A[0-9]{4}-[0-9]{2}-[0-9]{2}\Z")
+_GO_TIME = re.compile(r"\A([0-9]{2}):([0-9]{2}):([0-9]{2})(.[0-9]+)?(z|([+-][0-9]{2}:[0-9]{2}))\Z")
+
+
+def go_date_time(text: object) -> bool:
+    """kube-openapi's ``strfmt.IsDateTime``, which the apiserver checks ``format: date-time``
+    with: a date (Go's 2006-01-02), then after a ``t`` (any case) a time with a zone."""
+    if not isinstance(text, str):
+        return True
+    if len(text) < 4:
+        return False
+    parts = text.lower().split("t")
+    if len(parts) < 2 or not _GO_DATE.match(parts[0]):
+        return False
+    try:
+        dt.date.fromisoformat(parts[0])
+    except ValueError:
+        return False
+    m = _GO_TIME.match(parts[1])
+    return m is not None and m[1] <= "23" and m[2] <= "59" and m[3] <= "59"
+
+
+FORMATS = jsonschema.FormatChecker(formats=())
+FORMATS.checks("date-time")(go_date_time)
+DIS_VALIDATOR = jsonschema.Draft4Validator(to_json_schema(DIS_SCHEMA), format_checker=FORMATS)
+
+
+def with_defaults(schema: Mapping[str, Any], value: object) -> object:
+    """``value`` with the schema's defaults filled in, as the apiserver does before validating."""
+    if isinstance(value, Mapping):
+        out = dict(value)
+        for name, sub in schema.get("properties", {}).items():
+            if name not in out and "default" in sub:
+                out[name] = copy.deepcopy(sub["default"])
+            if name in out:
+                out[name] = with_defaults(sub, out[name])
+        return out
+    if isinstance(value, list) and "items" in schema:
+        return [with_defaults(schema["items"], item) for item in value]
+    return value
+
+
+def _seconds(text: str) -> float | None:
+    """A Go duration in seconds; ``None`` when CEL's ``duration()`` would fail on it."""
+    try:
+        return durations.parse_duration(text).total_seconds()
+    except durations.DurationError:
+        return None
+
+
+def _instant(text: str) -> dt.datetime:
+    return times.parse_time(text)
+
+
+Twin = Callable[[Any, Any], bool]
+DIS_CEL: dict[str, Twin] = {
+    # each CEL rule of the Disruption CRD, word for word (whitespace folded), and its twin:
+    # (self, oldSelf) -> whether the rule holds; oldSelf is None on create.
+    "(has(self.scope) && self.scope == 'pod') == has(self.pod)": (
+        lambda s, _o: (s.get("scope") == "pod") == ("pod" in s)
+    ),
+    "!has(self.class) || self.class != 'imminent' || has(self.deadline)": (
+        lambda s, _o: s.get("class") != "imminent" or "deadline" in s
+    ),
+    "!has(self.deadline) || !has(self.requestedAt) || self.deadline > self.requestedAt": (
+        lambda s, _o: (
+            "deadline" not in s
+            or "requestedAt" not in s
+            or _instant(s["deadline"]) > _instant(s["requestedAt"])
+        )
+    ),
+    "self == oldSelf": lambda s, o: s == o,
+    "self.provider != 'aws-autoscaling' || (has(self.autoScalingGroup) && "
+    "has(self.lifecycleHook) && (has(self.instanceId) || has(self.lifecycleActionToken)))": (
+        lambda s, _o: (
+            s.get("provider") != "aws-autoscaling"
+            or (
+                "autoScalingGroup" in s
+                and "lifecycleHook" in s
+                and ("instanceId" in s or "lifecycleActionToken" in s)
+            )
+        )
+    ),
+    "duration(self) > duration('0s')": lambda s, _o: (_seconds(s) or 0) > 0,
+    "duration(self) <= duration('48h')": (
+        lambda s, _o: (n := _seconds(s)) is not None and n <= 48 * 3600
+    ),
+}
+
+
+def cel_violations(
+    schema: Mapping[str, Any], value: object, old: object = None, path: str = ""
+) -> list[str]:
+    """The messages (prefixed with the field's path) of the rules ``value`` breaks, given the
+    stored ``old`` for an update; transition rules (``oldSelf``) only where both hold the field,
+    as the apiserver evaluates them. ``value`` is taken with its defaults already applied."""
+    found: list[str] = []
+    for v in schema.get("x-kubernetes-validations", []):
+        rule = " ".join(v["rule"].split())
+        if "oldSelf" in rule and old is None:
+            continue
+        if not DIS_CEL[rule](value, old):
+            found.append(f"{path}: {' '.join(v['message'].split())}")
+    if isinstance(value, Mapping):
+        for name, sub in schema.get("properties", {}).items():
+            if name in value:
+                was = old.get(name) if isinstance(old, Mapping) else None
+                found += cel_violations(sub, value[name], was, f"{path}.{name}".lstrip("."))
+    if isinstance(value, list) and "items" in schema:
+        for i, item in enumerate(value):
+            found += cel_violations(schema["items"], item, None, f"{path}[{i}]")
+    return found
+
+
+def dis_document(spec: Mapping[str, Any], *, name: str = "d1") -> dict[str, Any]:
+    return {
+        "apiVersion": disruptions.API_VERSION,
+        "kind": disruptions.KIND,
+        "metadata": {"name": name},
+        "spec": dict(spec),
+    }
+
+
+def dis_schema_errors(doc: Mapping[str, Any]) -> list[str]:
+    return [
+        f"{'.'.join(str(p) for p in e.absolute_path)}: {e.message}"
+        for e in DIS_VALIDATOR.iter_errors(with_defaults(DIS_SCHEMA, doc))
+    ]
+
+
+def dis_cel_errors(doc: Mapping[str, Any], old: Mapping[str, Any] | None = None) -> list[str]:
+    defaulted = with_defaults(DIS_SCHEMA, doc)
+    was = with_defaults(DIS_SCHEMA, old) if old is not None else None
+    return cel_violations(DIS_SCHEMA, defaulted, was)
+
+
+def dis_python_errors(spec: Mapping[str, Any]) -> list[str]:
+    doc = dis_document(spec)
+    doc["metadata"]["creationTimestamp"] = CREATED
+    try:
+        disruptions.request_from_object(doc)
+    except ManifestError as err:
+        return [str(err)]
+    return []
+
+
+HOLD = {
+    "provider": "aws-autoscaling",
+    "autoScalingGroup": "eks-workers-2c4f",
+    "lifecycleHook": "graceguard-drain",
+    "instanceId": "i-0123456789abcdef0",
+    "heartbeatTimeout": "5m",
+}
+NODE = "ip-10-0-1-23.eu-west-1.compute.internal"
+
+DIS_VALID: dict[str, dict[str, Any]] = {
+    "minimal": {"node": "n1", "source": "drain"},
+    "a drain": {
+        "node": NODE,
+        "scope": "node",
+        "source": "drain",
+        "class": "voluntary",
+        "requestedAt": "2026-11-21T05:00:00Z",
+        "reason": "kernel upgrade",
+        "requestedBy": "kubernetes-admin",
+    },
+    "a takeover of a node": {
+        "node": NODE,
+        "source": "cluster-autoscaler",
+        "requestedAt": "2026-11-21T05:00:00Z",
+        "reason": "eviction of batch/train-x7k2 by cluster-autoscaler taken over by graceguard",
+        "requestedBy": "system:serviceaccount:kube-system:cluster-autoscaler",
+    },
+    "a takeover of a pod": {
+        "node": "n1",
+        "scope": "pod",
+        "pod": "batch/train-x7k2",
+        "source": "eviction-api",
+    },
+    "a shutdown": {
+        "node": "n1",
+        "scope": "whole-node",
+        "source": "node-shutdown",
+        "class": "imminent",
+        "requestedAt": "2026-11-21T05:00:00Z",
+        "deadline": "2026-11-21T05:00:30Z",
+    },
+    "spot with offsets and fractions": {
+        "node": "n1",
+        "source": "spot-interruption",
+        "class": "imminent",
+        "requestedAt": "2026-11-21T06:00:00.25+01:00",
+        "deadline": "2026-11-21T05:02:00.5Z",
+    },
+    "a deadline without requestedAt": {
+        "node": "n1",
+        "source": "drain",
+        "deadline": "2099-01-01T00:00:00Z",
+    },
+    "every source character": {"node": "n1", "source": "a.B_c:d-9"},
+    "one-character source": {"node": "n1", "source": "x"},
+    "longest source": {"node": "n1", "source": "x" * 63},
+    "longest node": {"node": ".".join(["a" * 63] * 3 + ["b" * 61]), "source": "drain"},
+    "an Auto Scaling hold": {
+        "node": NODE,
+        "source": "asg-scale-in",
+        "requestedAt": "2026-11-21T05:00:00Z",
+        "hold": {**HOLD, "cap": "2026-11-23T05:00:00Z"},
+    },
+    "a hold by token": {
+        "node": "n1",
+        "source": "asg-scale-in",
+        "hold": {
+            "provider": "aws-autoscaling",
+            "autoScalingGroup": "workers",
+            "lifecycleHook": "drain",
+            "lifecycleActionToken": "3f3a8c7e-2f6b-4c1e-9d7a-0e5b6c4d3a21",
+            "heartbeatTimeout": "48h",
+        },
+    },
+    "empty reason": {"node": "n1", "source": "drain", "reason": ""},
+}
+
+DIS_INVALID: dict[str, dict[str, Any]] = {
+    # refused by the OpenAPI part and by request_from_object
+    "no source": {"node": "n1"},
+    "no node": {"source": "drain"},
+    "empty source": {"node": "n1", "source": ""},
+    "multi-line source": {"node": "n1", "source": "drain\nnow"},
+    "source ending in a newline": {"node": "n1", "source": "drain\n"},
+    "source with a space": {"node": "n1", "source": "cluster autoscaler"},
+    "source too long": {"node": "n1", "source": "x" * 64},
+    "source starting with a dash": {"node": "n1", "source": "-drain"},
+    "source a list": {"node": "n1", "source": ["drain"]},
+    "empty node": {"node": "", "source": "drain"},
+    "node a number": {"node": 7, "source": "drain"},
+    "bad scope": {"node": "n1", "source": "drain", "scope": "rack"},
+    "scope in capitals": {"node": "n1", "source": "drain", "scope": "Node"},
+    "class failed": {"node": "n1", "source": "drain", "class": "failed"},
+    "class unknown": {"node": "n1", "source": "drain", "class": "urgent"},
+    "pod without a namespace": {"node": "n1", "source": "drain", "scope": "pod", "pod": "train"},
+    "pod with two slashes": {"node": "n1", "source": "drain", "scope": "pod", "pod": "a/b/c"},
+    "deadline in words": {"node": "n1", "source": "drain", "deadline": "tomorrow"},
+    "deadline without a zone": {"node": "n1", "source": "drain", "deadline": "2099-01-01T05:00:00"},
+    "deadline a number": {"node": "n1", "source": "drain", "deadline": 4102444800},
+    "requestedAt out of range": {
+        "node": "n1",
+        "source": "drain",
+        "requestedAt": "2026-13-01T00:00:00Z",
+    },
+    "requestedAt in words": {"node": "n1", "source": "drain", "requestedAt": "now"},
+    "time with a lower-case z": {
+        "node": "n1",
+        "source": "drain",
+        "requestedAt": "2026-11-21T05:00:00z",
+    },
+    "reason a number": {"node": "n1", "source": "drain", "reason": 5},
+    "hold not an object": {"node": "n1", "source": "asg", "hold": "workers"},
+    "hold without heartbeatTimeout": {
+        "node": "n1",
+        "source": "asg",
+        "hold": {k: v for k, v in HOLD.items() if k != "heartbeatTimeout"},
+    },
+    "negative heartbeatTimeout": {
+        "node": "n1",
+        "source": "asg",
+        "hold": {**HOLD, "heartbeatTimeout": "-5m"},
+    },
+    "heartbeatTimeout without a unit": {
+        "node": "n1",
+        "source": "asg",
+        "hold": {**HOLD, "heartbeatTimeout": "300"},
+    },
+    "heartbeatTimeout a number": {
+        "node": "n1",
+        "source": "asg",
+        "hold": {**HOLD, "heartbeatTimeout": 300},
+    },
+    "hold with a bad cap": {"node": "n1", "source": "asg", "hold": {**HOLD, "cap": "in two days"}},
+}
+
+DIS_CEL_ONLY: dict[str, tuple[dict[str, Any], str]] = {
+    # well formed to the OpenAPI part; refused by a CEL rule (its message, start) and by
+    # request_from_object
+    "pod without scope pod": (
+        {"node": "n1", "source": "eviction-api", "pod": "batch/a"},
+        "spec.pod is required exactly when spec.scope is pod",
+    ),
+    "pod with scope whole-node": (
+        {"node": "n1", "source": "eviction-api", "scope": "whole-node", "pod": "batch/a"},
+        "spec.pod is required exactly when spec.scope is pod",
+    ),
+    "scope pod without pod": (
+        {"node": "n1", "source": "eviction-api", "scope": "pod"},
+        "spec.pod is required exactly when spec.scope is pod",
+    ),
+    "imminent without deadline": (
+        {"node": "n1", "source": "spot-interruption", "class": "imminent"},
+        "an imminent disruption needs a spec.deadline",
+    ),
+    "deadline before requestedAt": (
+        {
+            "node": "n1",
+            "source": "drain",
+            "requestedAt": "2026-11-21T05:00:00Z",
+            "deadline": "2026-11-21T03:00:00Z",
+        },
+        "spec.deadline must be after spec.requestedAt",
+    ),
+    "deadline at requestedAt": (
+        {
+            "node": "n1",
+            "source": "drain",
+            "requestedAt": "2026-11-21T05:00:00Z",
+            "deadline": "2026-11-21T06:00:00+01:00",
+        },
+        "spec.deadline must be after spec.requestedAt",
+    ),
+    "zero heartbeatTimeout": (
+        {"node": "n1", "source": "asg", "hold": {**HOLD, "heartbeatTimeout": "0s"}},
+        "must be a positive duration",
+    ),
+    "heartbeatTimeout beyond Go": (
+        {"node": "n1", "source": "asg", "hold": {**HOLD, "heartbeatTimeout": "9999999999h"}},
+        "must be a positive duration",
+    ),
+}
+
+DIS_CEL_STRICTER: dict[str, tuple[dict[str, Any], str]] = {
+    # refused by a CEL rule, read by request_from_object (which does not read these)
+    "absurd heartbeatTimeout": (
+        {"node": "n1", "source": "asg", "hold": {**HOLD, "heartbeatTimeout": "1000h"}},
+        "must be at most 48h",
+    ),
+    "an Auto Scaling hold without its hook": (
+        {
+            "node": "n1",
+            "source": "asg",
+            "hold": {"provider": "aws-autoscaling", "heartbeatTimeout": "5m"},
+        },
+        "an aws-autoscaling hold needs autoScalingGroup",
+    ),
+}
+
+DIS_SCHEMA_STRICTER: dict[str, dict[str, Any]] = {
+    # read by request_from_object (lenient with objects stored before the schema was tightened),
+    # refused by the apiserver
+    "unknown field": {"node": "n1", "source": "drain", "nodes": ["n2"]},
+    "node not a DNS name": {"node": "Node_1", "source": "drain"},
+    "pod in capitals": {"node": "n1", "source": "drain", "scope": "pod", "pod": "Batch/Train"},
+    "empty pod": {"node": "n1", "source": "drain", "pod": ""},
+    "empty scope": {"node": "n1", "source": "drain", "scope": ""},
+    "time with a space": {"node": "n1", "source": "drain", "requestedAt": "2026-11-21 05:00:00Z"},
+    "time without seconds": {"node": "n1", "source": "drain", "requestedAt": "2026-11-21T05:00Z"},
+    "time before 1970": {"node": "n1", "source": "drain", "requestedAt": "1969-12-31T23:59:59Z"},
+    "reason too long": {"node": "n1", "source": "drain", "reason": "x" * 1025},
+    "hold without provider": {
+        "node": "n1",
+        "source": "asg",
+        "hold": {k: v for k, v in HOLD.items() if k != "provider"},
+    },
+    "hold of another provider": {
+        "node": "n1",
+        "source": "asg",
+        "hold": {**HOLD, "provider": "gcp"},
+    },
+    "instance id in words": {
+        "node": "n1",
+        "source": "asg",
+        "hold": {**HOLD, "instanceId": "worker"},
+    },
+}
+
+DIS_CONTROLLER_ONLY: dict[str, dict[str, Any]] = {
+    # taken by the apiserver (it cannot compare with the creation time), refused by
+    # request_from_object: reported in the object's status, never acted on
+    "deadline already past": {"node": "n1", "source": "drain", "deadline": "2020-01-01T00:00:00Z"},
+    "imminent, deadline already past": {
+        "node": "n1",
+        "source": "spot-interruption",
+        "class": "imminent",
+        "deadline": "2026-11-21T04:59:59Z",
+    },
+}
+
+DIS_IMMUTABLE: dict[str, tuple[dict[str, Any], dict[str, Any], str]] = {
+    # (created, then changed to, the message of the rule that refuses the change)
+    "node": (
+        {"node": "n1", "source": "drain"},
+        {"node": "n2", "source": "drain"},
+        "spec.node cannot be changed",
+    ),
+    "source": (
+        {"node": "n1", "source": "drain"},
+        {"node": "n1", "source": "upgrade"},
+        "spec.source cannot be changed",
+    ),
+    "scope": (
+        {"node": "n1", "source": "drain"},
+        {"node": "n1", "source": "drain", "scope": "whole-node"},
+        "spec.scope cannot be changed",
+    ),
+    "pod": (
+        {"node": "n1", "source": "drain", "scope": "pod", "pod": "a/b"},
+        {"node": "n1", "source": "drain", "scope": "pod", "pod": "a/c"},
+        "spec.pod cannot be changed",
+    ),
+}
+
+DIS_MUTABLE: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
+    # (created, then changed to): changes the apiserver takes
+    "deadline moved": (
+        {"node": "n1", "source": "drain", "deadline": "2099-01-01T00:00:00Z"},
+        {"node": "n1", "source": "drain", "deadline": "2099-01-02T00:00:00Z"},
+    ),
+    "reason": (
+        {"node": "n1", "source": "drain"},
+        {"node": "n1", "source": "drain", "reason": "now with a reason"},
+    ),
+    "hold added": (
+        {"node": "n1", "source": "asg"},
+        {"node": "n1", "source": "asg", "hold": HOLD},
+    ),
+}
+
+
+def test_the_chart_carries_the_same_disruption_crd() -> None:
+    assert DIS_CHART_CRD_PATH.read_bytes() == DIS_CRD_PATH.read_bytes(), (
+        f"{DIS_CHART_CRD_PATH.relative_to(ROOT)} differs from {DIS_CRD_PATH.relative_to(ROOT)}: "
+        "run `make crds`"
+    )
+
+
+def test_the_chart_carries_every_crd_and_nothing_else() -> None:
+    sources = sorted(p.name for p in (ROOT / "deploy" / "crds").glob("*.yaml"))
+    chart = sorted(p.name for p in DIS_CHART_CRD_PATH.parent.iterdir())
+    assert chart == sources == ["disruption.yaml", "disruptionpolicy.yaml"]
+
+
+def test_disruption_names_scope_and_subresources() -> None:
+    spec = DIS_CRD["spec"]
+    assert DIS_CRD["metadata"]["name"] == "disruptions.graceguard.io"
+    assert f"{spec['group']}/{DIS_VERSION['name']}" == disruptions.API_VERSION
+    assert spec["names"]["kind"] == disruptions.KIND
+    assert spec["scope"] == "Cluster"
+    assert spec["names"]["shortNames"] == ["gdis"]
+    assert spec["names"]["categories"] == ["graceguard"] == CRD["spec"]["names"]["categories"]
+    assert [v["name"] for v in spec["versions"]] == ["v1alpha1"]
+    assert DIS_VERSION["served"] and DIS_VERSION["storage"]
+    assert DIS_VERSION["subresources"] == {"status": {}}
+    assert DIS_CRD["metadata"]["labels"] == CRD["metadata"]["labels"]
+
+
+def test_disruption_printer_columns() -> None:
+    """``kubectl get gdis``: node, source, phase, pods left, next eviction, deadline, age; the
+    scope, pod and class with ``-o wide``."""
+    columns = [
+        (c["name"], c["jsonPath"], c["type"], c.get("priority", 0))
+        for c in DIS_VERSION["additionalPrinterColumns"]
+    ]
+    assert columns == [
+        ("Node", ".spec.node", "string", 0),
+        ("Source", ".spec.source", "string", 0),
+        ("Phase", ".status.phase", "string", 0),
+        ("Pods", ".status.podsRemaining", "integer", 0),
+        ("Next", ".status.nextEvictionAt", "date", 0),
+        ("Deadline", ".spec.deadline", "date", 0),
+        ("Age", ".metadata.creationTimestamp", "date", 0),
+        ("Scope", ".spec.scope", "string", 1),
+        ("Pod", ".spec.pod", "string", 1),
+        ("Class", ".spec.class", "string", 1),
+    ]
+    for column in DIS_VERSION["additionalPrinterColumns"]:
+        if column["name"] != "Age":
+            assert column.get("description"), column["name"]
+
+
+def test_every_disruption_field_is_described_and_typed() -> None:
+    for path, node in walk(DIS_SCHEMA, "<root>"):
+        if path in ("<root>", "<root>.metadata"):
+            continue
+        assert node.get("description"), f"{path} has no description"
+        assert "type" in node, f"{path} has no type"
+
+
+def test_disruption_enums_are_the_domains() -> None:
+    assert DIS_FIELDS["scope"]["enum"] == [s.value for s in disruption.Scope]
+    assert DIS_FIELDS["scope"]["default"] == disruption.Scope.NODE.value
+    # "failed" is a class the engine records, never one a Disruption asks for
+    readable = [c.value for c in disruption.DisruptionClass if c != "failed"]
+    assert DIS_FIELDS["class"]["enum"] == readable
+    assert DIS_FIELDS["class"]["default"] == disruption.DisruptionClass.VOLUNTARY.value
+    assert DIS_STATUS["properties"]["phase"]["enum"] == [p.value for p in disruption.Phase]
+    for phase in disruption.Phase:  # each phase explained for kubectl explain
+        assert f"{phase.value}:" in DIS_STATUS["properties"]["phase"]["description"]
+
+
+def test_disruption_fields_are_those_python_reads_and_writes() -> None:
+    """Every spec field is one ``object_for`` writes or the reader takes from the sources that
+    hold a node (``hold``); every status field one ``status_document`` writes, or one kept for
+    the parts that follow (conditions, observedGeneration, the hold's heartbeat)."""
+    full = disruption.DisruptionRequest(
+        id="d1",
+        node="n1",
+        source="drain",
+        disruption_class=disruption.DisruptionClass.IMMINENT,
+        requested_at=T0,
+        deadline=T0 + dt.timedelta(hours=1),
+        scope=disruption.Scope.POD,
+        pod="a/b",
+        reason="why",
+        requested_by="who",
+    )
+    written = disruptions.object_for(full)["spec"]
+    assert set(DIS_FIELDS) == set(written) | {"hold"}
+    assert set(DIS_SPEC["required"]) == {"node", "source"}
+    status = disruptions.status_document(
+        disruption.DisruptionStatus(disruption.Phase.DONE, (disruption.PodLeft("a/b", T0),), T0)
+    )
+    assert set(DIS_STATUS["properties"]) == set(status) | {
+        "conditions",
+        "observedGeneration",
+        "hold",
+    }
+    pods = DIS_STATUS["properties"]["pods"]
+    assert set(pods["items"]["properties"]) == set(status["pods"][0])
+    assert pods["maxItems"] == disruptions.MAX_STATUS_PODS
+    hold = DIS_FIELDS["hold"]["properties"]
+    assert {"heartbeatTimeout", "cap"} <= set(hold)  # what _hold reads
+    assert set(DIS_STATUS["properties"]["hold"]["properties"]) == {"lastHeartbeat"}
+
+
+def test_nulls_the_status_document_writes_are_nullable() -> None:
+    status = disruptions.status_document(
+        disruption.DisruptionStatus(disruption.Phase.DRAINING, (disruption.PodLeft("a/b", None),))
+    )
+    props = DIS_STATUS["properties"]
+    nulls = {k for k, v in status.items() if v is None}
+    assert nulls == {"nextEvictionAt", "completedAt"}
+    for name in nulls:
+        assert props[name]["nullable"] is True
+    assert status["pods"][0]["evictionAt"] is None
+    assert props["pods"]["items"]["properties"]["evictionAt"]["nullable"] is True
+
+
+def test_disruption_source_is_python_check_source() -> None:
+    source = DIS_FIELDS["source"]
+    assert source["pattern"] == disruptions.SOURCE_PATTERN.pattern
+    assert source["maxLength"] == disruptions.SOURCE_MAX
+    # a policy's takeover names sources the same way, or "*"
+    takeover = FIELDS["takeover"]["items"]["properties"]["source"]
+    assert takeover["pattern"] == "^([*]|" + disruptions.SOURCE_PATTERN.pattern[1:-1] + ")$"
+    assert takeover["maxLength"] == disruptions.SOURCE_MAX
+    assert takeover["default"] == policy.EVERY_SOURCE
+
+
+def test_disruption_durations_are_the_policys() -> None:
+    timeout = DIS_FIELDS["hold"]["properties"]["heartbeatTimeout"]
+    assert timeout["pattern"] == FIELDS["noticeLead"]["pattern"]
+    assert timeout["maxLength"] <= 64
+    assert "duration(self) > duration('0s')" in cel_rules(timeout)
+    assert f"duration(self) <= duration('{disruption.ASG_HOOK_CAP.days * 24}h')" in cel_rules(
+        timeout
+    )
+
+
+def test_the_status_conditions_are_metav1_conditions_as_the_policys() -> None:
+    mine = DIS_STATUS["properties"]["conditions"]
+    policys = SCHEMA["properties"]["status"]["properties"]["conditions"]
+    assert mine["x-kubernetes-list-type"] == "map"
+    assert mine["x-kubernetes-list-map-keys"] == ["type"]
+    assert mine["items"]["required"] == policys["items"]["required"]
+
+    def bare(node: Mapping[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in node.items() if k != "description"}
+
+    ours, theirs = mine["items"]["properties"], policys["items"]["properties"]
+    assert {k: bare(v) for k, v in ours.items()} == {k: bare(v) for k, v in theirs.items()}
+
+
+def test_every_disruption_rule_has_a_twin() -> None:
+    rules = {rule for _, node in walk(DIS_SCHEMA, "") for rule in cel_rules(node)}
+    assert rules == set(DIS_CEL), "a CEL rule changed: change its twin in DIS_CEL as well"
+    for _, node in walk(DIS_SCHEMA, ""):
+        for v in node.get("x-kubernetes-validations", []):
+            assert v.get("message"), v["rule"]
+
+
+@pytest.mark.parametrize("name", DIS_VALID)
+def test_valid_disruptions_pass_all(name: str) -> None:
+    spec = DIS_VALID[name]
+    assert dis_python_errors(spec) == []
+    assert dis_schema_errors(dis_document(spec)) == []
+    assert dis_cel_errors(dis_document(spec)) == []
+
+
+@pytest.mark.parametrize("name", DIS_INVALID)
+def test_invalid_disruptions_fail_schema_and_python(name: str) -> None:
+    spec = DIS_INVALID[name]
+    assert dis_python_errors(spec), "the Python reader accepted it"
+    assert dis_schema_errors(dis_document(spec)), "the schema accepted it"
+
+
+@pytest.mark.parametrize("name", DIS_CEL_ONLY)
+def test_disruption_cel_rules_refuse_what_the_schema_cannot(name: str) -> None:
+    spec, message = DIS_CEL_ONLY[name]
+    assert dis_python_errors(spec), "the Python reader accepted it"
+    assert dis_schema_errors(dis_document(spec)) == [], "refused by the OpenAPI part: INVALID"
+    refused = dis_cel_errors(dis_document(spec))
+    assert refused and all(m.startswith("spec") for m in refused), refused
+    assert any(message in m for m in refused), refused
+
+
+@pytest.mark.parametrize("name", DIS_CEL_STRICTER)
+def test_disruption_cel_rules_stricter_than_python(name: str) -> None:
+    spec, message = DIS_CEL_STRICTER[name]
+    assert dis_python_errors(spec) == [], "now refused by Python too: move it to DIS_CEL_ONLY"
+    assert dis_schema_errors(dis_document(spec)) == []
+    refused = dis_cel_errors(dis_document(spec))
+    assert len(refused) == 1 and message in refused[0], refused
+
+
+@pytest.mark.parametrize("name", DIS_SCHEMA_STRICTER)
+def test_where_the_disruption_schema_is_stricter(name: str) -> None:
+    spec = DIS_SCHEMA_STRICTER[name]
+    assert dis_python_errors(spec) == [], "now refused by Python too: move it to DIS_INVALID"
+    assert dis_schema_errors(dis_document(spec)), "the schema accepted it"
+
+
+@pytest.mark.parametrize("name", DIS_CONTROLLER_ONLY)
+def test_what_only_the_controller_refuses_in_a_disruption(name: str) -> None:
+    spec = DIS_CONTROLLER_ONLY[name]
+    assert dis_python_errors(spec), "the Python reader accepted it"
+    assert dis_schema_errors(dis_document(spec)) == []
+    assert dis_cel_errors(dis_document(spec)) == []
+
+
+@pytest.mark.parametrize("name", DIS_IMMUTABLE)
+def test_what_cannot_change(name: str) -> None:
+    before, after, message = DIS_IMMUTABLE[name]
+    assert dis_cel_errors(dis_document(after)) == []  # a fine object to create
+    refused = dis_cel_errors(dis_document(after), dis_document(before))
+    assert [m for m in refused if message in m] == refused != [], refused
+
+
+@pytest.mark.parametrize("name", DIS_MUTABLE)
+def test_what_may_change(name: str) -> None:
+    before, after = DIS_MUTABLE[name]
+    assert dis_cel_errors(dis_document(after), dis_document(before)) == []
+    assert dis_schema_errors(dis_document(after)) == []
+
+
+@given(requests())
+def test_what_object_for_writes_the_crd_takes(request: disruption.DisruptionRequest) -> None:
+    doc = disruptions.object_for(request)
+    assert dis_schema_errors(doc) == []
+    assert dis_cel_errors(doc) == []
+    assert DNS_SUBDOMAIN.match(doc["metadata"]["name"])
+    assert len(doc["metadata"]["name"]) <= 253
+
+
+@given(requests(), statuses())
+def test_what_status_document_writes_the_crd_takes(
+    request: disruption.DisruptionRequest, status: disruption.DisruptionStatus
+) -> None:
+    doc = disruptions.object_for(request)
+    doc["status"] = disruptions.status_document(status)
+    assert dis_schema_errors(doc) == []
+
+
+def test_a_full_status_document_the_crd_takes() -> None:
+    many = tuple(disruption.PodLeft(f"ns/p{i}", T0) for i in range(500))
+    doc = dis_document({"node": "n1", "source": "drain"})
+    doc["status"] = disruptions.status_document(
+        disruption.DisruptionStatus(disruption.Phase.DRAINING, many, message="x" * 2000)
+    )
+    assert dis_schema_errors(doc) == []
+    assert doc["status"]["podsRemaining"] == 500
+
+
+GO_LIKE_TIMES = st.from_regex(
+    r"\A[0-9]{4}-[01][0-9]-[0-3][0-9][tT][0-2][0-9]:[0-5][0-9]:[0-5][0-9](.[0-9]{1,12})?"
+    r"([zZ]|[+-][0-9]{2}:[0-9]{2})\Z",
+    fullmatch=True,
+)
+
+
+@given(st.one_of(st.text(max_size=40), GO_LIKE_TIMES))
+@example("2026-11-21T05:00:00Z")
+@example("2026-11-21t05:00:00.123456789+05:30")
+@example("2026-02-30T05:00:00Z")
+@example("2026-11-21T24:00:00Z")
+@example("0001-01-01T00:00:00+01:00")  # beyond Python's datetime in UTC: OverflowError
+@example("9999-12-31T23:59:59-01:00")
+@example("2026-11-21T05:00:00x5Z")
+@example("2026-11-21T05:00:00+99:00")
+@example("2026-11-21T05:00:00z")
+def test_what_the_date_time_format_takes_python_reads(text: str) -> None:
+    """Every time the apiserver takes in a date-time field, request_from_object reads: the
+    format (kube-openapi's check) takes 0001-01-01T00:00:00+01:00, a lower-case z or any
+    character before the fraction, so the fields' pattern holds times to the form and the years
+    Python's datetime reads."""
+    for field in ("requestedAt", "cap"):
+        spec: dict[str, Any] = {"node": "n1", "source": "drain", "requestedAt": text}
+        if field == "cap":
+            spec = {"node": "n1", "source": "asg", "hold": {**HOLD, "cap": text}}
+        if dis_schema_errors(dis_document(spec)) == []:
+            assert go_date_time(text)
+            assert dis_python_errors(spec) == [], text
+
+
+def test_date_times_share_one_pattern() -> None:
+    nodes = [
+        DIS_FIELDS["deadline"],
+        DIS_FIELDS["requestedAt"],
+        DIS_FIELDS["hold"]["properties"]["cap"],
+    ]
+    assert {n["format"] for n in nodes} == {"date-time"}
+    assert len({n["pattern"] for n in nodes}) == 1
