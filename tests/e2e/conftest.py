@@ -4,10 +4,13 @@ kwok nodes on demand (hack/controlplane.py builds and runs the parts)."""
 from __future__ import annotations
 
 import contextlib
+import json
 import pathlib
 import re
 import secrets
+import subprocess
 from collections.abc import Callable, Iterator, Mapping
+from typing import Any
 
 import pytest
 import yaml
@@ -143,6 +146,37 @@ def policy(control_plane: controlplane.ControlPlane, crds: None) -> Iterator[Non
     assert done.returncode == 0, done.stderr
     yield
     control_plane.kubectl("delete", "disruptionpolicy", "default", "--ignore-not-found")
+
+
+@pytest.fixture
+def no_takeover(control_plane: controlplane.ControlPlane, crds: None) -> Iterator[None]:
+    """The ``default`` policy with ``takeover: []`` (the webhook refuses, never takes over), for
+    the tests of the webhook's rules themselves; the policy as it was afterwards."""
+    found = control_plane.kubectl("get", "disruptionpolicy", "default", "-o", "json")
+    previous = json.loads(found.stdout) if found.returncode == 0 else None
+    if previous is None:
+        manifest = control_plane.workdir / "no-takeover.yaml"
+        manifest.write_text(
+            "apiVersion: graceguard.io/v1alpha1\nkind: DisruptionPolicy\n"
+            "metadata: {name: default}\nspec: {takeover: []}\n"
+        )
+        done = control_plane.kubectl("create", "-f", str(manifest))
+    else:
+        done = _patch_policy(control_plane, {"spec": {"takeover": []}})
+    assert done.returncode == 0, done.stderr
+    yield
+    if previous is None:
+        control_plane.kubectl("delete", "disruptionpolicy", "default", "--ignore-not-found")
+    else:
+        _patch_policy(control_plane, {"spec": {"takeover": previous["spec"].get("takeover")}})
+
+
+def _patch_policy(
+    control_plane: controlplane.ControlPlane, patch: dict[str, Any]
+) -> subprocess.CompletedProcess[str]:
+    return control_plane.kubectl(
+        "patch", "disruptionpolicy", "default", "--type", "merge", "-p", json.dumps(patch)
+    )
 
 
 @pytest.fixture

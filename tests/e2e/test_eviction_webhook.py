@@ -2,7 +2,10 @@
 webhook a local process (``webhook_install``). ``kubectl drain`` of a node with a protected pod
 fails with graceguard's message while the node's other pods drain; a Deployment keeps its floor
 through a drain that evicts every replica at once; only the controller's own ServiceAccount gets
-past a protected pod, whatever labels or names anyone else uses; a dry run leaves no trace."""
+past a protected pod, whatever labels or names anyone else uses; a dry run leaves no trace.
+
+These are the webhook's refusals themselves, with the policy's ``takeover: []`` (no controller
+runs here to carry a takeover out); taking evictions over is ``test_takeover.py``."""
 
 from __future__ import annotations
 
@@ -29,7 +32,7 @@ from . import webhook_install as wi
 from .conftest import NodeFactory
 from .kube import get_or_none, is_running_ready, pod, pod_spec, run_pod, wait_until
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("no_takeover")]
 
 ADMIN = "graceguard-admin"  # the e2e kubeconfig's client certificate (hack/controlplane.py)
 
