@@ -1,18 +1,23 @@
-"""The DisruptionPolicy CRD and the rendered chart on a real apiserver.
+"""The DisruptionPolicy and Disruption CRDs and the rendered chart on a real apiserver.
 
-What tests/unit/test_crd.py cannot check offline: that the apiserver takes the CRD (a structural
-schema, CEL rules that compile within their cost budget), that ``kubectl explain`` prints its
+What tests/unit/test_crd.py cannot check offline: that the apiserver takes the CRDs (structural
+schemas, CEL rules that compile within their cost budget), that ``kubectl explain`` prints their
 descriptions, that it refuses malformed policies (OpenAPI and CEL alike, with the same sample
 documents as the unit test; a bad cron schedule with the message the controller would give),
 applies the defaults, and stores the status the controller writes (``inForce`` included);
-and that the chart's rendered objects (``out/chart.yaml`` from ``make chart``) are accepted, with
-RBAC that grants the controller what it needs and nothing else.
+the same for Disruptions (the unit test's samples, whose CEL rules it evaluates with Python
+twins: these runs show the twins right; the fields that cannot change; the status
+``status_document`` writes; ``kubectl get gdis`` and its printer columns); and that the chart's
+rendered objects (``out/chart.yaml`` from ``make chart``) are accepted, with RBAC that grants
+the controller what it needs and nothing else.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import pathlib
+import re
 import secrets
 from collections.abc import Iterator
 from typing import Any
@@ -21,16 +26,29 @@ import pytest
 import yaml
 
 import controlplane
+from graceguard.domain import disruption
+from graceguard.manifests import disruptions
 from unit.test_crd import (
     CEL_ONLY,
     CONTROLLER_ONLY,
     CRON_CEL,
+    DIS_CEL_ONLY,
+    DIS_CEL_STRICTER,
+    DIS_CONTROLLER_ONLY,
+    DIS_FIELDS,
+    DIS_IMMUTABLE,
+    DIS_INVALID,
+    DIS_MUTABLE,
+    DIS_SCHEMA_STRICTER,
+    DIS_VALID,
     FIELDS,
     INVALID,
     SCHEMA_STRICTER,
     VALID,
     cel_schedule_messages,
+    dis_document,
     document,
+    walk,
     window,
 )
 
@@ -40,6 +58,7 @@ pytestmark = pytest.mark.e2e
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 CRD = ROOT / "deploy" / "crds" / "disruptionpolicy.yaml"
+DIS_CRD = ROOT / "deploy" / "crds" / "disruption.yaml"
 RENDERED = ROOT / "out" / "chart.yaml"
 NAMESPACE = "graceguard-system"
 SERVICE_ACCOUNT = f"system:serviceaccount:{NAMESPACE}:graceguard"
@@ -208,6 +227,252 @@ def test_defaults_status_and_printer_columns(
     assert after["status"]["conditions"][0]["reason"] == "Valid"
 
 
+def test_each_takeover_entry_gets_its_source_default(
+    crd: controlplane.ControlPlane, tmp_path: pathlib.Path, policy_name: str
+) -> None:
+    doc = document({"takeover": [{"minNotice": "5m"}, {"source": "karpenter"}]})
+    doc["metadata"]["name"] = policy_name
+    ok, err = create(crd, tmp_path, doc, dry_run=False)
+    assert ok, err
+    stored = json.loads(run(crd, "get", "dpol", policy_name, "-o", "json"))
+    assert stored["spec"]["takeover"] == [
+        {"source": "*", "minNotice": "5m"},
+        {"source": "karpenter"},
+    ]
+    assert stored["spec"]["disruptionTTL"] == "24h"
+    twice = document({"takeover": [{"minNotice": "5m"}, {"source": "*"}]})
+    ok, err = create(crd, tmp_path, twice, dry_run=True)
+    assert not ok
+    assert "spec.takeover[1]" in err and "Duplicate value" in err, err
+
+
+# ---- the Disruption CRD ----
+
+
+@pytest.fixture(scope="module")
+def dis_crd(control_plane: controlplane.ControlPlane) -> controlplane.ControlPlane:
+    """The Disruption CRD applied, established and published in the OpenAPI document."""
+    run(control_plane, "apply", "--server-side", "-f", str(DIS_CRD))
+    run(
+        control_plane,
+        "wait",
+        "--for=condition=Established",
+        "crd/disruptions.graceguard.io",
+        "--timeout=60s",
+    )
+    wait_until(
+        lambda: control_plane.kubectl("explain", "gdis.spec").returncode == 0,
+        timeout=60,
+        what="Disruption in the OpenAPI document",
+        interval=0.5,
+    )
+    return control_plane
+
+
+@pytest.fixture
+def dis_name(dis_crd: controlplane.ControlPlane) -> Iterator[str]:
+    name = f"e2e-crd-{secrets.token_hex(3)}"
+    yield name
+    dis_crd.kubectl("delete", "gdis", name, "--ignore-not-found")
+
+
+def test_kubectl_explain_documents_every_disruption_field(
+    dis_crd: controlplane.ControlPlane,
+) -> None:
+    root = run(dis_crd, "explain", "gdis")
+    assert "Disruption" in root and "cluster-scoped" in root and "disruptionTTL" in root
+    spec = run(dis_crd, "explain", "disruption.spec")
+    for name in DIS_FIELDS:
+        assert re.search(rf"^\s+{name}\s+<", spec, re.MULTILINE), (name, spec)
+    # every field, nested ones and list items' included, with its own description
+    crd = yaml.safe_load(DIS_CRD.read_text(encoding="utf-8"))
+    top = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    for path, node in walk(top, "disruption"):
+        if path in ("disruption", "disruption.metadata") or path.endswith("[]"):
+            continue
+        said = " ".join(run(dis_crd, "explain", path.replace("[]", "")).split())
+        assert " ".join(node["description"].split()[:5]) in said, (path, said)
+    status = run(dis_crd, "explain", "gdis.status.phase")
+    for phase in disruption.Phase:
+        assert phase.value in status
+
+
+@pytest.mark.parametrize("name", [*DIS_VALID, *DIS_CONTROLLER_ONLY])
+def test_the_apiserver_takes_valid_disruptions(
+    dis_crd: controlplane.ControlPlane, tmp_path: pathlib.Path, name: str
+) -> None:
+    spec = DIS_VALID[name] if name in DIS_VALID else DIS_CONTROLLER_ONLY[name]
+    ok, err = create(dis_crd, tmp_path, dis_document(spec), dry_run=True)
+    assert ok, err
+
+
+@pytest.mark.parametrize("name", [*DIS_INVALID, *DIS_SCHEMA_STRICTER])
+def test_the_apiserver_refuses_malformed_disruptions(
+    dis_crd: controlplane.ControlPlane, tmp_path: pathlib.Path, name: str
+) -> None:
+    spec = DIS_INVALID[name] if name in DIS_INVALID else DIS_SCHEMA_STRICTER[name]
+    ok, err = create(dis_crd, tmp_path, dis_document(spec), dry_run=True)
+    assert not ok
+    assert "Disruption" in err or "unknown field" in err, err
+
+
+@pytest.mark.parametrize("name", [*DIS_CEL_ONLY, *DIS_CEL_STRICTER])
+def test_the_disruption_cel_rules_refuse_with_their_message(
+    dis_crd: controlplane.ControlPlane, tmp_path: pathlib.Path, name: str
+) -> None:
+    """The Python twins' verdicts are the apiserver's, message included."""
+    spec, message = DIS_CEL_ONLY[name] if name in DIS_CEL_ONLY else DIS_CEL_STRICTER[name]
+    ok, err = create(dis_crd, tmp_path, dis_document(spec), dry_run=True)
+    assert not ok
+    assert message in " ".join(err.split()), err
+
+
+@pytest.mark.parametrize("name", DIS_IMMUTABLE)
+def test_what_cannot_change_is_refused(
+    dis_crd: controlplane.ControlPlane, tmp_path: pathlib.Path, dis_name: str, name: str
+) -> None:
+    before, after, message = DIS_IMMUTABLE[name]
+    ok, err = create(dis_crd, tmp_path, dis_document(before, name=dis_name), dry_run=False)
+    assert ok, err
+    done = dis_crd.kubectl(
+        "patch", "gdis", dis_name, "--type=merge", "-p", json.dumps({"spec": after})
+    )
+    assert done.returncode != 0, f"changed {name}"
+    assert message in done.stderr, done.stderr
+    stored = json.loads(run(dis_crd, "get", "gdis", dis_name, "-o", "json"))
+    assert {k: stored["spec"][k] for k in before} == before
+
+
+@pytest.mark.parametrize("name", DIS_MUTABLE)
+def test_what_may_change_is_taken(
+    dis_crd: controlplane.ControlPlane, tmp_path: pathlib.Path, dis_name: str, name: str
+) -> None:
+    before, after = DIS_MUTABLE[name]
+    ok, err = create(dis_crd, tmp_path, dis_document(before, name=dis_name), dry_run=False)
+    assert ok, err
+    run(dis_crd, "patch", "gdis", dis_name, "--type=merge", "-p", json.dumps({"spec": after}))
+    stored = json.loads(run(dis_crd, "get", "gdis", dis_name, "-o", "json"))
+    assert {k: stored["spec"][k] for k in after} == after
+
+
+def test_the_controllers_objects_and_status_are_stored_and_shown(
+    dis_crd: controlplane.ControlPlane, tmp_path: pathlib.Path
+) -> None:
+    """An object as object_for writes it, its status as status_document writes it (the merge
+    patch the controller sends), read back by request_from_object; ``kubectl get gdis`` shows
+    node, source, phase, pods left, next eviction, deadline; ``-o wide`` scope, pod, class."""
+    at = dt.datetime.now(dt.UTC).replace(microsecond=0)
+    node = f"e2e-crd-{secrets.token_hex(3)}.example"
+    request = disruption.DisruptionRequest(
+        id=disruptions.request_name(source="spot-interruption", node=node, pod="batch/a", at=at),
+        node=node,
+        source="spot-interruption",
+        disruption_class=disruption.DisruptionClass.IMMINENT,
+        requested_at=at,
+        deadline=at + dt.timedelta(minutes=2),
+        scope=disruption.Scope.POD,
+        pod="batch/a",
+        reason="rebalance",
+        requested_by="e2e",
+    )
+    path = tmp_path / "d.json"
+    path.write_text(json.dumps(disruptions.object_for(request)), encoding="utf-8")
+    run(dis_crd, "create", "--validate=strict", "-f", str(path))
+    try:
+        status = disruption.DisruptionStatus(
+            disruption.Phase.DRAINING,
+            (
+                disruption.PodLeft("batch/a", at + dt.timedelta(seconds=90)),
+                disruption.PodLeft("batch/b", None),
+            ),
+            message="telling the pods",
+        )
+        patch = {"status": disruptions.status_document(status)}
+        run(
+            dis_crd,
+            "patch",
+            "gdis",
+            request.id,
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            json.dumps(patch),
+        )
+        stored = json.loads(run(dis_crd, "get", "gdis", request.id, "-o", "json"))
+        assert disruptions.request_from_object(stored) == request
+        assert disruptions.request_from_object(stored).status == status
+        headers, row = run(dis_crd, "get", "gdis", request.id).splitlines()
+        assert headers.split() == [
+            "NAME",
+            "NODE",
+            "SOURCE",
+            "PHASE",
+            "PODS",
+            "NEXT",
+            "DEADLINE",
+            "AGE",
+        ]
+        assert row.split()[:5] == [request.id, node, "spot-interruption", "Draining", "2"]
+        wide_headers, wide = run(dis_crd, "get", "gdis", request.id, "-o", "wide").splitlines()
+        assert wide_headers.split()[-3:] == ["SCOPE", "POD", "CLASS"]
+        assert wide.split()[-3:] == ["pod", "batch/a", "imminent"]
+        # the category lists it with the policies
+        assert request.id in run(dis_crd, "get", "graceguard")
+        # done: the nulls the merge patch sends remove what the status said
+        done = disruption.DisruptionStatus(disruption.Phase.DONE, completed_at=at)
+        patch = {"status": disruptions.status_document(done)}
+        run(
+            dis_crd,
+            "patch",
+            "gdis",
+            request.id,
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            json.dumps(patch),
+        )
+        stored = json.loads(run(dis_crd, "get", "gdis", request.id, "-o", "json"))
+        assert "nextEvictionAt" not in stored["status"]
+        assert disruptions.status_from_object(stored["status"]) == done
+        assert disruptions.finished_from_object(stored) == disruptions.Finished(request.id, at)
+        # a status written whole, with explicit nulls, is stored as written (nullable)
+        whole = disruptions.status_document(status)
+        run(
+            dis_crd,
+            "patch",
+            "gdis",
+            request.id,
+            "--subresource=status",
+            "--type=json",
+            "-p",
+            json.dumps([{"op": "replace", "path": "/status", "value": whole}]),
+        )
+        stored = json.loads(run(dis_crd, "get", "gdis", request.id, "-o", "json"))
+        assert stored["status"]["pods"][1] == {
+            "namespace": "batch",
+            "name": "b",
+            "evictionAt": None,
+        }
+        assert disruptions.status_from_object(stored["status"]) == status
+        # the main resource ignores a status change (the status subresource owns it)
+        run(dis_crd, "patch", "gdis", request.id, "--type=merge", "-p", '{"status": null}')
+        after = json.loads(run(dis_crd, "get", "gdis", request.id, "-o", "json"))
+        assert after["status"]["phase"] == "Draining"
+        # a status the schema does not know is refused
+        bad = dis_crd.kubectl(
+            "patch",
+            "gdis",
+            request.id,
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            json.dumps({"status": {"phase": "Finished"}}),
+        )
+        assert bad.returncode != 0 and "phase" in bad.stderr, bad.stderr
+    finally:
+        dis_crd.kubectl("delete", "gdis", request.id, "--ignore-not-found")
+
+
 # ---- the rendered chart ----
 
 RBAC_KINDS = {"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}
@@ -265,6 +530,9 @@ CAN: list[tuple[str, ...]] = [
     ("scale", "get", "statefulsets.apps", "--subresource=scale", "-A"),
     ("policies", "watch", "disruptionpolicies.graceguard.io"),
     ("policy status", "patch", "disruptionpolicies.graceguard.io", "--subresource=status"),
+    ("disruptions", "watch", "disruptions.graceguard.io"),
+    ("delete a disruption", "delete", "disruptions.graceguard.io"),
+    ("disruption status", "patch", "disruptions.graceguard.io", "--subresource=status"),
     ("lease create", "create", "leases.coordination.k8s.io", "-n", NAMESPACE),
     ("lease update", "update", "leases.coordination.k8s.io/graceguard-controller", "-n", NAMESPACE),
 ]
@@ -278,6 +546,9 @@ CANNOT: list[tuple[str, ...]] = [
     ("update deployments", "update", "deployments.apps", "-A"),
     ("patch scale", "patch", "deployments.apps", "--subresource=scale", "-A"),
     ("write policies", "update", "disruptionpolicies.graceguard.io"),
+    # the controller reconciles Disruptions; graceguard drain (a user) and the webhook open them
+    ("open a disruption", "create", "disruptions.graceguard.io"),
+    ("rewrite a disruption", "update", "disruptions.graceguard.io"),
     ("other lease", "update", "leases.coordination.k8s.io/kube-scheduler", "-n", "kube-system"),
     ("other lease here", "update", "leases.coordination.k8s.io/someone-else", "-n", NAMESPACE),
     ("lease elsewhere", "create", "leases.coordination.k8s.io", "-n", "default"),
