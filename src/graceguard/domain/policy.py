@@ -44,6 +44,8 @@ class PolicyError(ValueError):
 
 
 EVERY_SOURCE = "*"
+_SOURCE_NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.:]{0,61}[A-Za-z0-9])?")
+"""A source name as a Disruption's ``spec.source`` takes it."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -414,7 +416,9 @@ def _takeover(raw: object, here: str, errors: list[FieldError]) -> tuple[Takeove
             if key not in ("source", "minNotice"):
                 errors.append(FieldError(f"{at}.{key}", "unknown field; known: minNotice, source"))
         source = item.get("source", EVERY_SOURCE)
-        if not isinstance(source, str) or not source or source != source.strip():
+        if not isinstance(source, str) or not (
+            source == EVERY_SOURCE or _SOURCE_NAME.fullmatch(source)
+        ):
             errors.append(
                 FieldError(f"{at}.source", f'expected a source name or "*", got {source!r}')
             )

@@ -20,7 +20,10 @@ def parse_time(text: str) -> dt.datetime:
         raise TimeError(f"not an RFC 3339 time: {text!r}") from None
     if value.tzinfo is None:
         raise TimeError(f"RFC 3339 time without a zone: {text!r} (add Z or an offset)")
-    return value.astimezone(UTC)
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:
+        raise TimeError(f"RFC 3339 time out of range: {text!r}") from None
 
 
 def time_in(annotations: Mapping[str, str], key: str) -> dt.datetime | None:

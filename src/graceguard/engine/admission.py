@@ -53,6 +53,7 @@ from graceguard.domain import budgets, cluster, disruption, notices, policy, tim
 from graceguard.engine import decision, projection
 
 SERVICE_ACCOUNT_PREFIX = "system:serviceaccount:"
+SOURCE_MAX = 63
 EVICTION_API = "eviction-api"
 """The source of an eviction by a user that is not a ServiceAccount (``kubectl drain``)."""
 KNOWN_USERS = {
@@ -111,7 +112,8 @@ def source_for(username: str) -> str:
     if username.startswith(SERVICE_ACCOUNT_PREFIX):
         _namespace, _, name = username[len(SERVICE_ACCOUNT_PREFIX) :].partition(":")
         if name:
-            return name
+            # A source is at most 63 characters (a Disruption's spec.source); names rarely are.
+            return name[:SOURCE_MAX].rstrip("-._:") or EVICTION_API
     return KNOWN_USERS.get(username, EVICTION_API)
 
 

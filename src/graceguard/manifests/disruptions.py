@@ -166,6 +166,8 @@ def _hold(
         raise ManifestError("spec.hold.heartbeatTimeout", str(err)) from None
     if timeout <= dt.timedelta(0):
         raise ManifestError("spec.hold.heartbeatTimeout", "must be positive")
+    if timeout > disruption.ASG_HOOK_CAP:
+        raise ManifestError("spec.hold.heartbeatTimeout", "at most 48h")
     cap = _time(hold, "cap", "spec.hold.cap") or requested + disruption.ASG_HOOK_CAP
     held = _mapping(status.get("hold"), "status.hold")
     last = _time(held, "lastHeartbeat", "status.hold.lastHeartbeat") or requested

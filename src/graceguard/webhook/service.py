@@ -55,6 +55,8 @@ PENDING_FOR = dt.timedelta(seconds=30)
 """How long an admitted eviction counts against its floor when the cache never shows it (the
 Eviction API refused it after admission, e.g. for a PDB)."""
 MAX_REPORTS_IN_FLIGHT = 256
+REQUESTED_BY_MAX = 512
+"""The longest ``spec.requestedBy`` the Disruption CRD takes."""
 JOIN_FOR = dt.timedelta(minutes=2)
 """How long a takeover this replica opened is joined without looking at the cache."""
 
@@ -282,7 +284,7 @@ class AdmissionService:
             scope=scope,
             pod=pod_key,
             reason=f"eviction of {pod.key} by {verdict.source} taken over by graceguard",
-            requested_by=rev.username,
+            requested_by=rev.username[:REQUESTED_BY_MAX],
         )
         self._opened[key] = (request.id, now)
         self._background(self._open(request, verdict.source))
