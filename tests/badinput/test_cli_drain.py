@@ -1,7 +1,9 @@
 """Bad input to ``graceguard drain``, refused before it connects to anything (the kubeconfig here
 does not exist: a row that got as far as connecting would say so instead): a deadline that is not
 in the future would evict every pod at once with no notice, protected ones included; an empty or
-multi-line source would be written into every notice. Each is one line naming the option, exit 2.
+multi-line source would be written into every notice, and one the Disruption's schema refuses
+(a space, a trailing dot) would fail only after connecting; a reason on two lines or longer than
+the schema allows. Each is one line naming the option, exit 2.
 """
 
 from __future__ import annotations
@@ -26,6 +28,10 @@ ROWS = {
     "source blank": (["--source", "  "], "--source", "must not be empty"),
     "source two lines": (["--source", "a\nb"], "--source", "one line"),
     "source too long": (["--source", "x" * 64], "--source", "at most 63"),
+    "source with a space": (["--source", "my drain"], "--source", "letters, digits"),
+    "source ending in a dot": (["--source", "drain."], "--source", "letters, digits"),
+    "reason two lines": (["--reason", "a\nb"], "--reason", "one line"),
+    "reason too long": (["--reason", "x" * 1025], "--reason", "at most 1024"),
 }
 
 
