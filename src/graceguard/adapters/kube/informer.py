@@ -115,12 +115,12 @@ class Informer(Generic[T]):
         except (ApiError, httpx2.HTTPStatusError) as err:
             if not (_status(err) == 404 and self._optional):
                 raise
-            self._missing()
+            self._missing(say=False)  # a one-shot command goes on without it, quietly
 
-    def _missing(self) -> None:
+    def _missing(self, *, say: bool = True) -> None:
         """An optional resource the server does not have (its CRD not installed): said once, the
         store emptied, and looked for again every 30 s by ``run``."""
-        if self.available:
+        if self.available and say:
             log.warning(
                 "%s: the API server has no such resource (its CRD is not installed); running "
                 "without it, looking again every 30s",
