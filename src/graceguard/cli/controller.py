@@ -58,8 +58,10 @@ def controller(
 ) -> None:
     """Run the graceguard controller: notices, protection projection, guarded drains.
 
+    It carries out every Disruption (kubectl get gdis) and reports its progress in its status.
     Two replicas may run; the one holding the Lease acts, the other keeps its caches warm and
-    takes over within about 12 s. Open a drain with `graceguard drain NODE`.
+    takes over within about 12 s, from the Disruption objects. Open a drain with
+    `graceguard drain NODE`.
     """
     supervisor.setup_logging(verbose=verbose)
     try:

@@ -109,8 +109,11 @@ def webhook(
     """Run the eviction admission webhook: evictions by anyone (cluster-autoscaler, Karpenter,
     kubectl drain, node-group drains) must meet graceguard's rules.
 
-    A protected pod, a pod outside a maintenance window that applies to the evictor, or a pod
-    whose workload is at its floor is refused with 429 and a message saying when to retry.
+    An eviction that would cost the pod its protection, its notice or its grace period is refused
+    with 429 and taken over (policy takeover): the webhook opens or joins a Disruption (kubectl
+    get gdis) and the controller evicts the pod itself. Otherwise a protected pod, a pod outside
+    a maintenance window that applies to the evictor, or a pod whose workload is at its floor is
+    refused with 429 and a message saying when to retry.
     """
     supervisor.setup_logging(verbose=verbose)
     try:
