@@ -1,9 +1,12 @@
 """The first story with the real cluster-autoscaler: the baseline (without graceguard the pod
-dies at the autoscaler's capped grace), and the same story with graceguard's eviction webhook
-installed (the pod lives until its protection ends, then the autoscaler removes the node)."""
+dies at the autoscaler's capped grace), and the same story with graceguard installed (its
+eviction webhook and its controller, each as the chart's ServiceAccount): the autoscaler's capped
+eviction is taken over, the pod gets its notice and its own grace, and the autoscaler removes the
+node once graceguard has emptied it; a protected pod the same, once its protection ends."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime
 import json
@@ -20,8 +23,8 @@ from lightkube.resources.batch_v1 import Job
 from lightkube.resources.core_v1 import ConfigMap, Node, Pod
 
 import controlplane
-from graceguard.domain import times
 
+from . import conftest
 from . import graceguard_proc as gg
 from . import webhook_install as wi
 from .conftest import NodeFactory
@@ -177,14 +180,15 @@ def _scale_up_for_a_long_pod(
     group: str,
     *,
     annotations: dict[str, str] | None = None,
+    grace: int = GRACE,
 ) -> Story:
-    """A Job pod (2 CPUs, ``terminationGracePeriodSeconds: 120``, 600 s of work) that fits on no
-    node: the autoscaler adds one to its group and the pod starts working there."""
+    """A Job pod (2 CPUs, ``terminationGracePeriodSeconds: 120`` unless ``grace``, 600 s of work)
+    that fits on no node: the autoscaler adds one to its group and the pod starts working there."""
     story = {STORY_LABEL: namespace}
     # A small node outside any node group: the pod (2 CPUs) does not fit on it.
     kwok_nodes("base", labels=story, cpu="1")
 
-    spec = pod_spec(grace_seconds=GRACE, cpu="2", node_selector=story, restart_policy="Never")
+    spec = pod_spec(grace_seconds=grace, cpu="2", node_selector=story, restart_policy="Never")
     kube.create(
         Job(
             metadata=ObjectMeta(name="train"),
@@ -296,91 +300,158 @@ def test_autoscaler_scale_down_kills_pod_before_its_work_is_done(
     )
 
 
-PROTECTED = 75  # seconds of graceguard.io/min-runtime in the story with graceguard
+PROTECTED = 60  # seconds of graceguard.io/min-runtime in the protected story with graceguard
+OWN_GRACE = 20  # the pod's own grace in the stories with graceguard: above the 5 s cap, short
+
+
+@contextlib.contextmanager
+def _graceguard(
+    control_plane: controlplane.ControlPlane,
+    kube: Client,
+    namespace: str,
+    tmp_path: pathlib.Path,
+) -> Iterator[wi.Webhook]:
+    """The chart's webhook reviewing evictions in ``namespace`` and graceguard's controller, both
+    as the chart's ServiceAccounts (so the chart's RBAC is what they may do), with the e2e
+    policy (notice lead 4 s)."""
+    with wi.installed(control_plane, kube, namespace, tmp_path) as hook:
+        account = hook.controller_user.rsplit(":", 1)[1]
+        kubeconfig = gg.token_kubeconfig(
+            control_plane, hook.release_namespace, account, tmp_path / "controller.kubeconfig"
+        )
+        running = gg.start_controller(
+            kubeconfig,
+            name="gg-ca",
+            workdir=tmp_path,
+            ledger=f"sqlite+aiosqlite:///{tmp_path / 'controller-ledger.db'}",
+            lease_namespace=hook.release_namespace,
+        )
+        try:
+            wait_until(
+                lambda: gg.holder(kube, hook.release_namespace) == "gg-ca",
+                timeout=30,
+                what="leadership",
+            )
+            yield hook
+        finally:
+            running.stop()
+
+
+def _told_then_evicted_with_its_own_grace(
+    kube: Client, namespace: str, story: Story, *, not_before: datetime.datetime
+) -> Pod:
+    """Wait for graceguard's eviction of the story's pod; check it came after a ProposedEviction
+    and a ScheduledEviction at least the notice lead earlier, no earlier than ``not_before``, with
+    the pod's own grace period."""
+    evicted = wait_until(
+        _being_evicted(kube, namespace, story), timeout=150, what="graceguard to evict the pod"
+    )
+    assert evicted.metadata is not None and evicted.metadata.deletionTimestamp is not None
+    assert evicted.metadata.deletionGracePeriodSeconds == OWN_GRACE  # never the autoscaler's 5 s
+    asked_at = evicted.metadata.deletionTimestamp - datetime.timedelta(seconds=OWN_GRACE)
+    assert asked_at >= not_before - datetime.timedelta(seconds=1)
+    events = gg.events(kube, namespace, story.pod_name)
+    reasons = [e.reason for e in events]
+    assert reasons.count("ProposedEviction") == 1, reasons
+    assert reasons.count("ScheduledEviction") == 1, reasons
+    (scheduled,) = [e for e in events if e.reason == "ScheduledEviction"]
+    told = scheduled.eventTime or scheduled.firstTimestamp
+    assert told is not None
+    # The notice lead (4 s), less the second the API's timestamps round to.
+    lead = datetime.timedelta(seconds=conftest.NOTICE_LEAD - 1)
+    assert asked_at - told >= lead, (asked_at, told)
+    assert "reason: cluster-autoscaler" in str(scheduled.message)
+    return evicted
+
+
+def _disruption_of(kube: Client, node: str) -> dict[str, object] | None:
+    found = gg.disruptions(kube, node)
+    return found[0] if len(found) == 1 else None
 
 
 @pytest.mark.timeout(420)
-def test_with_graceguard_the_autoscaler_waits_until_the_pods_protection_ends(
+def test_with_graceguard_the_autoscalers_capped_eviction_is_taken_over(
     control_plane: controlplane.ControlPlane,
     kube: Client,
     namespace: str,
     kwok_nodes: NodeFactory,
     autoscaler_as_service_account: str,
+    policy: None,
     tmp_path: pathlib.Path,
 ) -> None:
-    """The same story with graceguard's eviction webhook installed (the chart's objects; only the
-    webhook, no controller: the controller would also project ``safe-to-evict: "false"`` onto the
-    pod and the autoscaler would not even try). The pod carries
-    ``graceguard.io/min-runtime: 75s``, an annotation the autoscaler knows nothing about.
-
-    The autoscaler scales the node down as before and evicts the pod: graceguard refuses, with
-    its message, which the autoscaler logs when it gives up (and one EvictionBlocked event on the
-    pod, one ledger record); the autoscaler retries every 10 s, gives up, tries the scale-down
-    again, and the pod keeps working. Once the protection ends the next eviction goes through,
-    and the autoscaler removes the node. (Protecting the pod until its work completes is
-    ``graceguard.io/protect: "true"``; a fixed minimum runtime keeps the test short.)
-    """
+    """An unannotated pod whose grace (20 s) exceeds ``--max-graceful-termination-sec`` (5 s).
+    The autoscaler scales its node down and evicts it with the capped grace: the webhook refuses
+    and takes the drain over (a node ``Disruption`` from source cluster-autoscaler); graceguard
+    gives the pod its ProposedEviction and ScheduledEviction, evicts it with its own 20 s, and
+    holds the node from the autoscaler meanwhile; once the pod is gone the Disruption is Done and
+    the autoscaler removes the empty node."""
     group = autoscaler_as_service_account
-    with wi.installed(control_plane, kube, namespace, tmp_path) as hook:
+    with _graceguard(control_plane, kube, namespace, tmp_path) as hook:
+        story = _scale_up_for_a_long_pod(kube, namespace, kwok_nodes, group, grace=OWN_GRACE)
+        wi.wait_until_reviewing(control_plane, namespace, story.pod_name)
+        _make_room(kwok_nodes, namespace)
+
+        opened = wait_until(
+            lambda: _disruption_of(kube, story.group_node),
+            timeout=120,
+            what="the autoscaler's eviction to be taken over",
+        )
+        spec = opened["spec"]
+        assert isinstance(spec, dict)
+        assert (spec["source"], spec["scope"]) == ("cluster-autoscaler", "node")
+        assert spec["requestedBy"] == "system:serviceaccount:kube-system:cluster-autoscaler"
+
+        _told_then_evicted_with_its_own_grace(kube, namespace, story, not_before=story.started)
+        wait_until(
+            lambda: gg.phase(_disruption_of(kube, story.group_node) or {}) == "Done",
+            timeout=OWN_GRACE + 30,
+            what="the Disruption to be Done",
+        )
+        wait_until(
+            _node_gone(kube, group, story),
+            timeout=120,
+            what=f"the autoscaler to delete the emptied node {story.group_node}",
+        )
+        (record,) = hook.denials(pod=story.pod_name)
+        assert (record.source, record.rule) == ("cluster-autoscaler", "takeover")
+
+
+@pytest.mark.timeout(480)
+def test_with_graceguard_a_protected_pod_gets_its_notice_after_its_protection(
+    control_plane: controlplane.ControlPlane,
+    kube: Client,
+    namespace: str,
+    kwok_nodes: NodeFactory,
+    autoscaler_as_service_account: str,
+    policy: None,
+    tmp_path: pathlib.Path,
+) -> None:
+    """The pod carries ``graceguard.io/min-runtime: 60s``, which the autoscaler knows nothing
+    about; the controller projects it as ``safe-to-evict: "false"`` while it lasts. Whether the
+    autoscaler tries during the protection or after it, the pod is evicted only after its
+    protection ends, by graceguard, a ScheduledEviction at least the notice lead before, with
+    its own grace; then the autoscaler removes the node."""
+    group = autoscaler_as_service_account
+    with _graceguard(control_plane, kube, namespace, tmp_path):
         story = _scale_up_for_a_long_pod(
             kube,
             namespace,
             kwok_nodes,
             group,
             annotations={"graceguard.io/min-runtime": f"{PROTECTED}s"},
+            grace=OWN_GRACE,
         )
         protected_until = story.started + datetime.timedelta(seconds=PROTECTED)
-        reason = (
-            f"protected by graceguard.io/min-runtime={PROTECTED}s until "
-            f"{times.format_time(protected_until)}; retry after "
-        )
-        answer = f"graceguard: pod {namespace}/{story.pod_name}: {reason}"
         wi.wait_until_reviewing(control_plane, namespace, story.pod_name)
         _make_room(kwok_nodes, namespace)
 
-        # 1. The autoscaler's eviction is refused with graceguard's message.
-        def refused() -> bool:
-            return answer in control_plane.log_tail(f"cluster-autoscaler-{namespace}", 400)
-
-        wait_until(refused, timeout=120, what="the autoscaler's eviction to be refused")
-        assert datetime.datetime.now(datetime.UTC) < protected_until, "refused too late to tell"
-
-        def blocked() -> list[str] | None:
-            found = [
-                str(e.message)
-                for e in gg.events(kube, namespace, story.pod_name)
-                if e.reason == "EvictionBlocked"
-            ]
-            return found or None
-
-        (event,) = wait_until(blocked, timeout=10, what="the EvictionBlocked event")
-        assert event.startswith(
-            "eviction by cluster-autoscaler (system:serviceaccount:kube-system:cluster-autoscaler)"
-            f" refused: {reason}"
-        ), event
-
-        # 2. The pod is not killed while its protection lasts, though the autoscaler retries.
         evicting = _being_evicted(kube, namespace, story)
         while datetime.datetime.now(datetime.UTC) < protected_until - datetime.timedelta(seconds=1):
-            alive = get_or_none(kube, Pod, story.pod_name, namespace)
-            assert alive is not None and alive.metadata is not None
-            assert alive.metadata.deletionTimestamp is None, "evicted while protected"
+            assert evicting() is None, "evicted while protected"
             time.sleep(0.5)
-
-        # 3. Once the protection ends, the autoscaler's next try goes through, and the node goes.
-        evicted = wait_until(evicting, timeout=150, what="the autoscaler to evict the pod")
-        assert evicted.metadata is not None and evicted.metadata.deletionTimestamp is not None
-        asked_at = evicted.metadata.deletionTimestamp - datetime.timedelta(
-            seconds=evicted.metadata.deletionGracePeriodSeconds or 0
-        )
-        assert asked_at >= protected_until - datetime.timedelta(seconds=1)
+        _told_then_evicted_with_its_own_grace(kube, namespace, story, not_before=protected_until)
         wait_until(
             _node_gone(kube, group, story),
-            timeout=90,
-            what=f"the autoscaler to delete node {story.group_node}",
+            timeout=150,
+            what=f"the autoscaler to delete the emptied node {story.group_node}",
         )
-        # The autoscaler tried again and again while the pod was protected: one event, one record.
-        assert blocked() == [event]
-        (record,) = hook.denials(pod=story.pod_name)
-        assert (record.source, record.rule) == ("cluster-autoscaler", "protection")
-        assert record.requester == "system:serviceaccount:kube-system:cluster-autoscaler"
