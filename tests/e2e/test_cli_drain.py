@@ -379,3 +379,24 @@ def test_a_dry_run_with_a_deadline_shows_the_imminent_plan_drain_would_carry_out
     (row_,) = shown["pods"]
     # protected, but the node goes in an hour: asked to stop its 30 s grace before the deadline
     assert times.parse_time(row_["evictionAt"]) <= deadline - dt.timedelta(seconds=30)
+
+
+def test_a_node_drained_again_after_its_disruption_is_done_gets_a_new_one(
+    control_plane: controlplane.ControlPlane,
+    kube: Client,
+    namespace: str,
+    kwok_nodes: NodeFactory,
+    controller: gg.Controller,
+) -> None:
+    """An empty node is Done at once; drained again within the same minute, the name drain
+    derives (source, node, minute) is taken by the finished one: a second Disruption, with a
+    suffix, not "already being drained"."""
+    node = gg.node_name(kwok_nodes("a"))
+    gg.drain(control_plane, node)
+    wait_until(lambda: gg.drained(kube, node), timeout=20, what="the first Done")
+    gg.drain(control_plane, node)
+    found = gg.disruptions(kube, node)
+    assert len(found) == 2, found
+    first, second = (d["metadata"]["name"] for d in found)
+    assert first != second
+    wait_until(lambda: gg.drained(kube, node), timeout=20, what="the second Done")

@@ -154,7 +154,8 @@ class NodeDrains:
                 if _open_node_wide(raw, request.node):
                     return _drain_request(raw, request.node)
                 suffix = secrets.token_hex(3)
-                request = dataclasses.replace(request, id=f"{request.id[:240]}.{suffix}")
+                stem = request.id[:240].rstrip("-.")
+                request = dataclasses.replace(request, id=f"{stem}.{suffix}")
                 continue
             return None
         return None  # not reached: the third attempt returns or raises
