@@ -130,10 +130,6 @@ def _check_source(source: str) -> None:
         raise files.InputError(
             f"--source: {files.one_line(source[:80])!r} must be printable text on one line"
         )
-    if len(source) > disruptions.SOURCE_MAX:
-        raise files.InputError(
-            f"--source: at most {disruptions.SOURCE_MAX} characters (it is written in annotations)"
-        )
     try:
         disruptions.check_source(source)
     except ManifestError as err:

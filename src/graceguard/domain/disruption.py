@@ -12,8 +12,18 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import enum
+import re
 
 from graceguard.domain import cluster
+
+SOURCE_MAX = 63
+SOURCE_PATTERN = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.:]*[A-Za-z0-9])?$")
+"""A source's form (a Disruption's ``spec.source``): one short word, a label value's letters."""
+
+
+def is_source_name(text: str) -> bool:
+    """``text`` is a source name a Disruption takes (the form and at most ``SOURCE_MAX``)."""
+    return len(text) <= SOURCE_MAX and SOURCE_PATTERN.fullmatch(text) is not None
 
 
 class DisruptionClass(enum.StrEnum):

@@ -21,7 +21,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from graceguard.domain import durations, intorpercent, phases, protection, windows
+from graceguard.domain import disruption, durations, intorpercent, phases, protection, windows
 
 HALF = intorpercent.IntOrPercent(50, percent=True)
 API_VERSION = "graceguard.io/v1alpha1"
@@ -44,8 +44,6 @@ class PolicyError(ValueError):
 
 
 EVERY_SOURCE = "*"
-_SOURCE_NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.:]{0,61}[A-Za-z0-9])?")
-"""A source name as a Disruption's ``spec.source`` takes it."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -417,7 +415,7 @@ def _takeover(raw: object, here: str, errors: list[FieldError]) -> tuple[Takeove
                 errors.append(FieldError(f"{at}.{key}", "unknown field; known: minNotice, source"))
         source = item.get("source", EVERY_SOURCE)
         if not isinstance(source, str) or not (
-            source == EVERY_SOURCE or _SOURCE_NAME.fullmatch(source)
+            source == EVERY_SOURCE or disruption.is_source_name(source)
         ):
             errors.append(
                 FieldError(f"{at}.source", f'expected a source name or "*", got {source!r}')

@@ -53,7 +53,6 @@ from graceguard.domain import budgets, cluster, disruption, notices, policy, tim
 from graceguard.engine import decision, projection
 
 SERVICE_ACCOUNT_PREFIX = "system:serviceaccount:"
-SOURCE_MAX = 63
 EVICTION_API = "eviction-api"
 """The source of an eviction by a user that is not a ServiceAccount (``kubectl drain``)."""
 KNOWN_USERS = {
@@ -113,7 +112,7 @@ def source_for(username: str) -> str:
         _namespace, _, name = username[len(SERVICE_ACCOUNT_PREFIX) :].partition(":")
         if name:
             # A source is at most 63 characters (a Disruption's spec.source); names rarely are.
-            return name[:SOURCE_MAX].rstrip("-._:") or EVICTION_API
+            return name[: disruption.SOURCE_MAX].rstrip("-._:") or EVICTION_API
     return KNOWN_USERS.get(username, EVICTION_API)
 
 
@@ -240,8 +239,11 @@ def _takeover(
     lead = prot.notice_lead
     min_notice = rule.min_notice if rule.min_notice is not None else lead
     announced = times.time_in(pod.annotations, ann.EVICTION_AT)
-    scheduled = pod.notice_stage == notices.NoticeReason.SCHEDULED.value and announced is not None
-    noticed = scheduled and announced is not None and now >= announced - lead + min_notice
+    noticed = (
+        pod.notice_stage == notices.NoticeReason.SCHEDULED.value
+        and announced is not None
+        and now >= announced - lead + min_notice
+    )
     if min_notice > dt.timedelta(0) and not noticed:
         losses.append(f"its notice (ScheduledEviction {format_wait(min_notice)} before)")
     if grace_seconds is not None and grace_seconds < pod.grace_seconds:

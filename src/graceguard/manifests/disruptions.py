@@ -27,8 +27,8 @@ API_VERSION = "graceguard.io/v1alpha1"
 KIND = "Disruption"
 NODE_LABEL = "graceguard.io/node"
 SOURCE_LABEL = "graceguard.io/source"
-SOURCE_PATTERN = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.:]*[A-Za-z0-9])?$")
-SOURCE_MAX = 63
+SOURCE_PATTERN = disruption.SOURCE_PATTERN
+SOURCE_MAX = disruption.SOURCE_MAX
 MAX_STATUS_PODS = 200
 """Pods listed in ``status.pods`` (``status.podsRemaining`` counts them all): an object stays
 small however many pods a node runs."""

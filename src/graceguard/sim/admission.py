@@ -60,7 +60,7 @@ class SimAdmission:
         found = self._world.nodes.get(name)
         if found is None or found.end is not None:
             return None
-        return cluster.Node(found.name, labels=dict(found.labels), unschedulable=found.cordoned)
+        return self._world.kube_node(found)
 
     def open_disruptions(self, node: str) -> list[disruption.DisruptionRequest]:
         return [r.request for r in self._world.requests.values() if r.request.node == node]

@@ -593,16 +593,7 @@ class World:
         notes = [n.annotations for n in alive]  # written in place by graceguard's node holds
         seen = self._api_nodes
         if seen is None or seen[0] is not alive or seen[1] != notes:
-            api = tuple(
-                cluster.Node(
-                    n.name,
-                    labels=dict(n.labels),
-                    unschedulable=n.cordoned,
-                    scale_down_disabled=n.annotations.get(ann.CA_SCALE_DOWN_DISABLED) == "true",
-                    held_for=n.annotations.get(ann.HELD_FOR),
-                )
-                for n in alive
-            )
+            api = tuple(self.kube_node(n) for n in alive)
             seen = self._api_nodes = (alive, [dict(a) for a in notes], api)
         nodes = seen[2]
         kube_pod = self.kube_pod
@@ -611,6 +602,16 @@ class World:
             pods=tuple([p.kube if p.kube is not None else kube_pod(p) for p in self._running_now]),
             budgets=self.budgets(),
             workloads=self._workloads,
+        )
+
+    def kube_node(self, node: SimNode) -> cluster.Node:
+        """The node as the API server would serve it."""
+        return cluster.Node(
+            node.name,
+            labels=dict(node.labels),
+            unschedulable=node.cordoned,
+            scale_down_disabled=node.annotations.get(ann.CA_SCALE_DOWN_DISABLED) == "true",
+            held_for=node.annotations.get(ann.HELD_FOR),
         )
 
     def kube_pod(self, pod: SimPod) -> cluster.Pod:

@@ -98,8 +98,8 @@ class AdmissionService:
         self._events = events
         self._denials = denials
         self._opener = opener
-        self._opened: dict[str, tuple[str, dt.datetime]] = {}
-        """Node (or pod key, for a pod disruption) -> the takeover opened for it, and when."""
+        self._opened: dict[str, dt.datetime] = {}
+        """Node (or pod key, for a pod disruption) -> when this replica opened a takeover for it."""
         self.trusted = trusted
         self.failure_policy = failure_policy
         self._clock = clock
@@ -262,18 +262,11 @@ class AdmissionService:
         if scope is None or not pod.node:
             return  # a pod bound to no node has nothing to drain; the refusal stands
         key = pod.node if scope is disruption.Scope.NODE else pod.key
-        mine = self._opened.get(key)
-        if mine is not None and now - mine[1] < JOIN_FOR:
+        if self._open_already(key, pod.node, pod.key, now):
             metrics.TAKEOVERS.labels(source=verdict.source, scope=str(scope), result="joined").inc()
             return
-        for open_request in self._state.open_disruptions(pod.node):
-            if open_request.scope is not disruption.Scope.POD or open_request.pod == pod.key:
-                metrics.TAKEOVERS.labels(
-                    source=verdict.source, scope=str(scope), result="joined"
-                ).inc()
-                return
         if len(self._opened) > 10_000:
-            self._opened = {k: v for k, v in self._opened.items() if now - v[1] < JOIN_FOR}
+            self._opened = {k: at for k, at in self._opened.items() if now - at < JOIN_FOR}
         pod_key = pod.key if scope is disruption.Scope.POD else None
         request = disruption.DisruptionRequest(
             id=disruptions.request_name(source=verdict.source, node=pod.node, pod=pod_key, at=now),
@@ -286,10 +279,21 @@ class AdmissionService:
             reason=f"eviction of {pod.key} by {verdict.source} taken over by graceguard",
             requested_by=rev.username[:REQUESTED_BY_MAX],
         )
-        self._opened[key] = (request.id, now)
-        self._background(self._open(request, verdict.source))
+        self._opened[key] = now
+        self._background(self._open(request, key, verdict.source))
 
-    async def _open(self, request: disruption.DisruptionRequest, source: str) -> None:
+    def _open_already(self, key: str, node: str, pod: str, now: dt.datetime) -> bool:
+        """A takeover this replica opened for ``key`` lately, or one open on ``node`` that is
+        node-wide or for ``pod``."""
+        opened = self._opened.get(key)
+        if opened is not None and now - opened < JOIN_FOR:
+            return True
+        return any(
+            r.scope is not disruption.Scope.POD or r.pod == pod
+            for r in self._state.open_disruptions(node)
+        )
+
+    async def _open(self, request: disruption.DisruptionRequest, key: str, source: str) -> None:
         if self._opener is None:
             return
         labels = {"source": source, "scope": str(request.scope)}
@@ -298,7 +302,7 @@ class AdmissionService:
         except Exception as err:
             metrics.TAKEOVERS.labels(**labels, result="failed").inc()
             log.warning("cannot open the takeover disruption %s: %s", request.id, err)
-            self._opened.pop(request.node if request.pod is None else request.pod, None)
+            self._opened.pop(key, None)
             return
         metrics.TAKEOVERS.labels(**labels, result="opened" if created else "joined").inc()
         if created:
