@@ -113,6 +113,18 @@ class Rejected:
     """What its status says now."""
 
 
+NODE_AGENT_LABELS = (
+    ("app.kubernetes.io/name", "graceguard"),
+    ("app.kubernetes.io/component", "agent"),
+)
+"""The labels of graceguard's node agent pods (``graceguard agent``, the chart's DaemonSet)."""
+
+
+def is_node_agent(pod: cluster.Pod) -> bool:
+    """``pod`` is graceguard's node agent (a DaemonSet pod carrying ``NODE_AGENT_LABELS``)."""
+    return pod.daemon and all(pod.labels.get(k) == v for k, v in NODE_AGENT_LABELS)
+
+
 ASG_HOOK_CAP = dt.timedelta(hours=48)
 """The longest an EC2 Auto Scaling lifecycle hook can hold an instance."""
 
@@ -158,10 +170,14 @@ class DisruptionRequest:
             raise ValueError("a request names a pod exactly when its scope is pod")
 
     def covers(self, pod: cluster.Pod) -> bool:
-        """Whether ``pod`` (on this request's node) is one the request removes."""
+        """Whether ``pod`` (on this request's node) is one the request removes. A whole-node
+        request leaves graceguard's own node agent (``is_node_agent``): it holds the node's
+        shutdown until the others are gone, and stops with the node."""
         if self.scope is Scope.POD:
             return pod.key == self.pod
-        return self.scope is Scope.WHOLE_NODE or not pod.daemon
+        if self.scope is Scope.WHOLE_NODE:
+            return not is_node_agent(pod)
+        return not pod.daemon
 
     @property
     def effective_deadline(self) -> dt.datetime | None:

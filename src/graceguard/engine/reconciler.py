@@ -228,7 +228,9 @@ class _NodePlanner:
         phase_list = self.pol.priority_phases
         by_phase: dict[int, list[cluster.Pod]] = defaultdict(list)
         for pod in live:
-            by_phase[phases.phase_index(pod.priority, phase_list)].append(pod)
+            # DaemonSet pods (covered by a whole-node request only) go in the last phase.
+            last = len(phase_list) - 1 if pod.daemon else 0
+            by_phase[max(phases.phase_index(pod.priority, phase_list), last)].append(pod)
         phase_end = _phase_ends(by_phase, self.deadline) if self.deadline is not None else {}
         for k in sorted(by_phase):
             self._plan_phase(k, by_phase[k], phase_end.get(k))
