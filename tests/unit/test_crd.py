@@ -305,6 +305,11 @@ def test_schema_defaults_are_the_python_defaults() -> None:
     assert SPEC["default"] == {}  # a policy without spec gets every default, too
 
 
+def test_aws_choices_are_the_policys_enums() -> None:
+    assert FIELDS["rebalance"]["enum"] == [a.value for a in policy.RebalanceAction]
+    assert FIELDS["foreignInstance"]["enum"] == [a.value for a in policy.ForeignInstanceAction]
+
+
 def test_window_time_zone_default_is_python_default() -> None:
     zone = FIELDS["maintenanceWindows"]["items"]["properties"]["timeZone"]
     field = {f.name: f for f in dataclasses.fields(windows.MaintenanceWindow)}["time_zone"]
@@ -375,6 +380,9 @@ VALID: dict[str, dict[str, Any]] = {
         ]
     },
     "disruption ttl": {"disruptionTTL": "1h30m"},
+    "rebalance drain": {"rebalance": "drain"},
+    "rebalance ignored": {"rebalance": "ignore"},
+    "foreign instances abandoned": {"foreignInstance": "abandon"},
     "cron forms": {
         "maintenanceWindows": [
             {"schedule": "0 22-4 * * mon-fri", "duration": "1h"},  # a range past midnight
@@ -447,6 +455,11 @@ INVALID: dict[str, dict[str, Any]] = {
     "ttl negative": {"disruptionTTL": "-1h"},
     "ttl in days": {"disruptionTTL": "1d"},
     "ttl as number": {"disruptionTTL": 86400},
+    "rebalance unknown": {"rebalance": "evict"},
+    "rebalance capitalised": {"rebalance": "Notice"},
+    "rebalance as list": {"rebalance": ["notice"]},
+    "foreign instance unknown": {"foreignInstance": "ignore"},
+    "foreign instance as boolean": {"foreignInstance": True},
 }
 
 CEL_ONLY: dict[str, tuple[dict[str, Any], str]] = {

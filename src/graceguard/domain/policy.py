@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import enum
 import re
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 from graceguard.domain import disruption, durations, intorpercent, phases, protection, windows
 
@@ -44,6 +45,26 @@ class PolicyError(ValueError):
 
 
 EVERY_SOURCE = "*"
+
+
+class RebalanceAction(enum.StrEnum):
+    """``spec.rebalance``: what an EC2 Instance Rebalance Recommendation (an instance at elevated
+    risk of a spot interruption) does to the node's pods."""
+
+    IGNORE = "ignore"
+    """Logged only."""
+    NOTICE = "notice"
+    """A ``ProposedEviction`` event on every pod of the node; nothing is evicted."""
+    DRAIN = "drain"
+    """A voluntary ``Disruption`` of the node: the guarded drain, ahead of any interruption."""
+
+
+class ForeignInstanceAction(enum.StrEnum):
+    """``spec.foreignInstance``: how a termination lifecycle action for an instance that is no
+    node of this cluster is completed (it is never held)."""
+
+    CONTINUE = "continue"
+    ABANDON = "abandon"
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -73,6 +94,8 @@ class Policy:
     """Which foreign evictions graceguard takes over; empty: none (the webhook only refuses)."""
     disruption_ttl: dt.timedelta = dt.timedelta(hours=24)
     """How long a finished ``Disruption`` object is kept before it is deleted."""
+    rebalance: RebalanceAction = RebalanceAction.NOTICE
+    foreign_instance: ForeignInstanceAction = ForeignInstanceAction.CONTINUE
 
     def takeover_for(self, source: str) -> TakeoverRule | None:
         """The takeover rule for evictions by ``source``: its own entry, else ``*``, else none."""
@@ -156,6 +179,8 @@ _SPEC_FIELDS = {
     "priorityPhases",
     "takeover",
     "disruptionTTL",
+    "rebalance",
+    "foreignInstance",
 }
 
 
@@ -380,6 +405,10 @@ def policy_from_spec(
     if "takeover" in spec:
         takeover = _takeover(spec["takeover"], f"{prefix}.takeover", errors)
     disruption_ttl = duration("disruptionTTL", d.disruption_ttl)
+    rebalance = _choice(spec, "rebalance", default=d.rebalance, prefix=prefix, errors=errors)
+    foreign = _choice(
+        spec, "foreignInstance", default=d.foreign_instance, prefix=prefix, errors=errors
+    )
 
     return Policy(
         name=name,
@@ -393,7 +422,35 @@ def policy_from_spec(
         priority_phases=found_phases,
         takeover=takeover,
         disruption_ttl=disruption_ttl,
+        rebalance=rebalance,
+        foreign_instance=foreign,
     )
+
+
+_E = TypeVar("_E", bound=enum.StrEnum)
+
+
+def _choice(
+    spec: Mapping[str, Any],
+    field: str,
+    *,
+    default: _E,
+    prefix: str,
+    errors: list[FieldError],
+) -> _E:
+    """One of ``default``'s enum's values, by name; ``default`` when absent."""
+    kind = type(default)
+    raw = spec.get(field)
+    if raw is None:
+        return default
+    if isinstance(raw, str) and raw in {k.value for k in kind}:
+        return kind(raw)
+    errors.append(
+        FieldError(
+            f"{prefix}.{field}", f"expected one of {', '.join(k.value for k in kind)}, got {raw!r}"
+        )
+    )
+    return default
 
 
 def _takeover(raw: object, here: str, errors: list[FieldError]) -> tuple[TakeoverRule, ...]:
