@@ -45,7 +45,15 @@ import yaml
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from graceguard.domain import disruption, durations, intorpercent, policy, times, windows
+from graceguard.domain import (
+    disruption,
+    durations,
+    intorpercent,
+    notifications,
+    policy,
+    times,
+    windows,
+)
 from graceguard.manifests import disruptions
 from graceguard.manifests.errors import ManifestError
 
@@ -383,6 +391,19 @@ VALID: dict[str, dict[str, Any]] = {
     "rebalance drain": {"rebalance": "drain"},
     "rebalance ignored": {"rebalance": "ignore"},
     "foreign instances abandoned": {"foreignInstance": "abandon"},
+    "no notify": {"notify": []},
+    "notify a sink": {"notify": [{"url": "https://hooks.example.com/services/T0/B0/x"}]},
+    "notify every field": {
+        "notify": [
+            {
+                "url": "http://127.0.0.1:8080/hook?team=batch#x",
+                "events": ["ForcedEviction", "PrematureTermination"],
+                "template": "$$ ${pod} in $namespace at ${evictionAt}: ${message} (${source})",
+                "timeout": "2s",
+            },
+            {"url": "https://[::1]:8443/", "events": ["ScheduledEviction"], "timeout": "30s"},
+        ]
+    },
     "cron forms": {
         "maintenanceWindows": [
             {"schedule": "0 22-4 * * mon-fri", "duration": "1h"},  # a range past midnight
@@ -460,6 +481,23 @@ INVALID: dict[str, dict[str, Any]] = {
     "rebalance as list": {"rebalance": ["notice"]},
     "foreign instance unknown": {"foreignInstance": "ignore"},
     "foreign instance as boolean": {"foreignInstance": True},
+    "notify not a list": {"notify": {"url": "https://hooks.example.com/x"}},
+    "notify of a url": {"notify": ["https://hooks.example.com/x"]},
+    "notify without url": {"notify": [{"events": ["ForcedEviction"]}]},
+    "notify ftp url": {"notify": [{"url": "ftp://hooks.example.com/x"}]},
+    "notify url without scheme": {"notify": [{"url": "hooks.example.com/x"}]},
+    "notify url without host": {"notify": [{"url": "https:///x"}]},
+    "notify url with a space": {"notify": [{"url": "https://hooks.example.com/a b"}]},
+    "notify url on two lines": {"notify": [{"url": "https://hooks.example.com/x\n"}]},
+    "notify url too long": {"notify": [{"url": "https://h/" + "x" * 2040}]},
+    "notify unknown event": {"notify": [{"url": "https://h/x", "events": ["Evicted"]}]},
+    "notify no events": {"notify": [{"url": "https://h/x", "events": []}]},
+    "notify unknown key": {"notify": [{"url": "https://h/x", "channel": "#ops"}]},
+    "notify empty template": {"notify": [{"url": "https://h/x", "template": ""}]},
+    "notify template too long": {"notify": [{"url": "https://h/x", "template": "x" * 4097}]},
+    "notify timeout in words": {"notify": [{"url": "https://h/x", "timeout": "five seconds"}]},
+    "notify timeout as number": {"notify": [{"url": "https://h/x", "timeout": 5}]},
+    "too many sinks": {"notify": [{"url": f"https://h/{i}"} for i in range(17)]},
 }
 
 CEL_ONLY: dict[str, tuple[dict[str, Any], str]] = {
@@ -496,6 +534,14 @@ CEL_ONLY: dict[str, tuple[dict[str, Any], str]] = {
     "takeover notice too large for Go": (
         {"takeover": [{"minNotice": "9999999999h"}]},
         "duration(self) >= duration('0s')",
+    ),
+    "notify zero timeout": (
+        {"notify": [{"url": "https://h/x", "timeout": "0s"}]},
+        "duration(self) > duration('0s') && duration(self) <= duration('30s')",
+    ),
+    "notify timeout over 30s": (
+        {"notify": [{"url": "https://h/x", "timeout": "31s"}]},
+        "duration(self) > duration('0s') && duration(self) <= duration('30s')",
     ),
     "phases equal": (
         {"priorityPhases": [{"name": "a", "minPriority": 0}, {"name": "b", "minPriority": 0}]},
@@ -544,6 +590,10 @@ CONTROLLER_ONLY: dict[str, dict[str, Any]] = {
     # so the controller reports Accepted False, reason InvalidSpec, naming the field.
     "never fires with a range of months": window("0 0 31 4-6/2 *"),
     "never fires with a wrapping range": window("0 0 31 11-4/5 *"),  # 11, 4
+    # A template is Python's string.Template: the schema cannot read it, the controller can.
+    "notify unknown placeholder": {"notify": [{"url": "https://h/x", "template": "${node} goes"}]},
+    "notify bare dollar": {"notify": [{"url": "https://h/x", "template": "costs $5 an hour"}]},
+    "notify unclosed placeholder": {"notify": [{"url": "https://h/x", "template": "${pod goes"}]},
 }
 
 SCHEMA_STRICTER: dict[str, dict[str, Any]] = {
@@ -635,7 +685,12 @@ def test_where_the_schema_is_stricter(name: str) -> None:
 def test_duration_fields_share_one_pattern_and_a_cel_rule() -> None:
     window_duration = FIELDS["maintenanceWindows"]["items"]["properties"]["duration"]
     min_notice = FIELDS["takeover"]["items"]["properties"]["minNotice"]
-    nodes = [FIELDS[name] for name in DURATION_FIELDS] + [window_duration, min_notice]
+    notify_timeout = FIELDS["notify"]["items"]["properties"]["timeout"]
+    nodes = [FIELDS[name] for name in DURATION_FIELDS] + [
+        window_duration,
+        min_notice,
+        notify_timeout,
+    ]
     assert len({node["pattern"] for node in nodes}) == 1
     for node in nodes:
         assert node["type"] == "string"
@@ -1522,3 +1577,29 @@ def test_date_times_share_one_pattern() -> None:
     ]
     assert {n["format"] for n in nodes} == {"date-time"}
     assert len({n["pattern"] for n in nodes}) == 1
+
+
+def test_notify_sinks_are_those_python_reads() -> None:
+    """``spec.notify[]``: the fields, defaults, events, URL form and caps of
+    ``domain/notifications.py``."""
+    node = FIELDS["notify"]
+    item = node["items"]
+    assert node["maxItems"] == notifications.MAX_SINKS
+    assert set(item["properties"]) == {"url", "events", "template", "timeout"}
+    assert item["required"] == ["url"]
+    props = item["properties"]
+    assert props["url"]["pattern"] == notifications.URL_PATTERN
+    assert props["url"]["maxLength"] == notifications.URL_MAX
+    assert props["template"]["maxLength"] == notifications.TEMPLATE_MAX
+    assert props["events"]["items"]["enum"] == [e.value for e in notifications.EVENTS]
+    assert props["events"]["x-kubernetes-list-type"] == "set"
+    defaults = {name: sub["default"] for name, sub in props.items() if "default" in sub}
+    (sink,) = policy.policy_from_spec(
+        {"notify": [{"url": "https://h/x", **defaults}]}, errors=[]
+    ).notify
+    assert sink == notifications.Sink(url="https://h/x")
+    assert f'Default: "{notifications.DEFAULT_TEMPLATE}".' in " ".join(
+        props["template"]["description"].split()
+    )
+    for name in notifications.PLACEHOLDERS:  # kubectl explain names every placeholder
+        assert f"${{{name}}}" in props["template"]["description"]

@@ -22,7 +22,15 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
-from graceguard.domain import disruption, durations, intorpercent, phases, protection, windows
+from graceguard.domain import (
+    disruption,
+    durations,
+    intorpercent,
+    notifications,
+    phases,
+    protection,
+    windows,
+)
 
 HALF = intorpercent.IntOrPercent(50, percent=True)
 API_VERSION = "graceguard.io/v1alpha1"
@@ -94,6 +102,8 @@ class Policy:
     """Which foreign evictions graceguard takes over; empty: none (the webhook only refuses)."""
     disruption_ttl: dt.timedelta = dt.timedelta(hours=24)
     """How long a finished ``Disruption`` object is kept before it is deleted."""
+    notify: tuple[notifications.Sink, ...] = ()
+    """Where humans are told of notices, forced evictions and premature terminations."""
     rebalance: RebalanceAction = RebalanceAction.NOTICE
     foreign_instance: ForeignInstanceAction = ForeignInstanceAction.CONTINUE
 
@@ -179,6 +189,7 @@ _SPEC_FIELDS = {
     "priorityPhases",
     "takeover",
     "disruptionTTL",
+    "notify",
     "rebalance",
     "foreignInstance",
 }
@@ -405,6 +416,8 @@ def policy_from_spec(
     if "takeover" in spec:
         takeover = _takeover(spec["takeover"], f"{prefix}.takeover", errors)
     disruption_ttl = duration("disruptionTTL", d.disruption_ttl)
+    sinks, problems = notifications.read_sinks(spec.get("notify"), here=f"{prefix}.notify")
+    errors.extend(FieldError(field, reason) for field, reason in problems)
     rebalance = _choice(spec, "rebalance", default=d.rebalance, prefix=prefix, errors=errors)
     foreign = _choice(
         spec, "foreignInstance", default=d.foreign_instance, prefix=prefix, errors=errors
@@ -422,6 +435,7 @@ def policy_from_spec(
         priority_phases=found_phases,
         takeover=takeover,
         disruption_ttl=disruption_ttl,
+        notify=sinks,
         rebalance=rebalance,
         foreign_instance=foreign,
     )
