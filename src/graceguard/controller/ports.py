@@ -8,12 +8,21 @@ Nothing here does I/O; nothing in ``controller/`` reaches the outside world but 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime as dt
 import enum
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
-from graceguard.domain import cluster, disruption, ledger, notices, policy, termination
+from graceguard.domain import (
+    cluster,
+    disruption,
+    interruptions,
+    ledger,
+    notices,
+    policy,
+    termination,
+)
 from graceguard.engine import actions as act
 
 
@@ -149,3 +158,86 @@ class PolicyReporter(Protocol):
     """Tells the policy's author whether it was accepted (its status)."""
 
     async def report(self, entry: policy.PolicyEntry | None, in_force: policy.Policy) -> None: ...
+
+
+# ---- AWS (issue 9): the interruption queue, the Auto Scaling hook, the holds' records ----
+
+
+class LifecycleActionGone(Exception):  # noqa: N818 - an answer from AWS, not a caller's error
+    """Auto Scaling has no pending lifecycle action for this token and instance any more (it was
+    completed, it timed out, the instance is gone): nothing left to heartbeat or complete."""
+
+
+class Autoscaling(Protocol):
+    """EC2 Auto Scaling's lifecycle hook calls."""
+
+    async def heartbeat_timeout(self, *, group: str, hook: str) -> dt.timedelta:
+        """The hook's ``HeartbeatTimeout`` (``DescribeLifecycleHooks``); ``LookupError`` when
+        there is no such hook."""
+
+    async def record_heartbeat(self, *, action: interruptions.ActionRef) -> None:
+        """``RecordLifecycleActionHeartbeat``; ``LifecycleActionGone`` when AWS has no such
+        pending action."""
+
+    async def complete(self, *, action: interruptions.ActionRef, result: str) -> None:
+        """``CompleteLifecycleAction`` with ``result`` (``CONTINUE`` or ``ABANDON``);
+        ``LifecycleActionGone`` when AWS has no such pending action."""
+
+
+class HoldRecords(Protocol):
+    """Where a hold lives between heartbeats: its ``Disruption`` object."""
+
+    async def hold_of(self, *, request_id: str) -> interruptions.AsgHold:
+        """The Auto Scaling hold the disruption carries (``spec.hold``); ``LookupError`` when
+        it has none."""
+
+    async def record_heartbeat(self, *, request_id: str, at: dt.datetime) -> None:
+        """``status.hold.lastHeartbeat``: the next heartbeat is due from it, for any leader."""
+
+
+class InstanceNodes(Protocol):
+    """Which node of this cluster an EC2 instance is (``spec.providerID``)."""
+
+    async def node_for(self, *, instance_id: str) -> str | None:
+        """The node's name, or ``None`` when the instance is no node of this cluster."""
+
+
+class Disruptions(Protocol):
+    """Opening ``Disruption`` objects, and reading how far one has come."""
+
+    async def open(
+        self, request: disruption.DisruptionRequest, *, hold: interruptions.AsgHold | None
+    ) -> bool:
+        """Create it (named ``request.id``); ``False`` when one of that name exists (joined)."""
+
+    async def phase(self, *, request_id: str) -> disruption.Phase | None:
+        """Its phase now (``Pending`` when nothing is reported yet); ``None`` when there is no
+        such object."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class QueueMessage:
+    """One message received from the interruption queue."""
+
+    id: str
+    body: str
+    receipt: str
+    """The receipt handle: deleting or extending the message names it."""
+    receive_count: int
+    """``ApproximateReceiveCount``: past the queue's ``maxReceiveCount`` it goes to the DLQ."""
+
+
+class Queue(Protocol):
+    """The SQS queue the lifecycle hooks and EventBridge rules send to."""
+
+    async def receive(
+        self, *, max_messages: int, wait_seconds: int, visibility_seconds: int
+    ) -> Sequence[QueueMessage]:
+        """Long poll: up to ``max_messages``, hidden from other consumers for
+        ``visibility_seconds``."""
+
+    async def delete(self, *, receipt: str) -> None:
+        """Done with it."""
+
+    async def extend(self, *, receipt: str, seconds: int) -> None:
+        """Keep it hidden ``seconds`` more (``ChangeMessageVisibility``)."""
