@@ -14,9 +14,9 @@ import datetime as dt
 import logging
 from collections.abc import Iterable
 
-from graceguard.controller import ports
+from graceguard.controller import notify, ports
 from graceguard.domain import annotations as ann
-from graceguard.domain import durations, times
+from graceguard.domain import durations, notifications, times
 from graceguard.engine import actions as act
 
 log = logging.getLogger(__name__)
@@ -44,8 +44,10 @@ class Executor:
         cluster: ports.ClusterWriter,
         recorder: ports.EvictionRecorder | None = None,
         holds: ports.HoldKeeper | None = None,
+        notifier: notify.Listener | None = None,
     ) -> None:
         self._cluster = cluster
+        self._notifier = notifier
         self._recorder = recorder
         self._holds = holds
         self._warned: set[tuple[str, str, str]] = set()
@@ -94,9 +96,18 @@ class Executor:
             case act.Cordon(node=node):
                 await c.cordon(node=node)
                 return "cordoned"
-            case act.PostNotice(pod=pod, notice=notice):
+            case act.PostNotice(pod=pod, notice=notice, request_id=request_id):
                 await c.set_notice(pod=pod, notice=notice)
                 await c.post_event(pod=pod, reason=notice.reason.value, message=notice.message)
+                self._tell(
+                    notifications.Event(notice.reason.value),
+                    pod,
+                    notice.message,
+                    at=notice.at,
+                    source=notice.source,
+                    eviction_at=notice.eviction_at,
+                    disruption=request_id,
+                )
                 return "noticed"
             case act.WithdrawNotice(pod=pod):
                 await c.clear_notice(pod=pod)
@@ -107,9 +118,16 @@ class Executor:
                 return await self._evict(action, now)
             case act.ForceDelete():
                 return await self._force_delete(action, now)
-            case act.ReportDeadlineExceeded(pod=pod, message=message):
+            case act.ReportDeadlineExceeded(pod=pod, message=message, request_id=request_id):
                 await c.post_event(
                     pod=pod, reason="DeadlineExceeded", message=message, warning=True
+                )
+                self._tell(
+                    notifications.Event.DEADLINE_EXCEEDED,
+                    pod,
+                    message,
+                    at=now,
+                    disruption=request_id,
                 )
                 return "reported"
             case act.ProjectProtection(pod=pod, add=add, projected=projected):
@@ -189,17 +207,53 @@ class Executor:
         pod, grace = action.pod, action.grace_seconds
         if self._recorder is not None:
             await self._recorder.before_eviction(action=action)
-        await self._cluster.post_event(
-            pod=pod,
-            reason="ForcedEviction",
-            message=f"Deleted past its budget with its grace period of {grace}s "
+        message = (
+            f"Deleted past its budget with its grace period of {grace}s "
             f"({durations.format_duration(dt.timedelta(seconds=grace))}), "
-            f"reason: {action.source}: {action.reason}",
-            warning=True,
+            f"reason: {action.source}: {action.reason}"
+        )
+        await self._cluster.post_event(
+            pod=pod, reason="ForcedEviction", message=message, warning=True
+        )
+        self._tell(
+            notifications.Event.FORCED_EVICTION,
+            pod,
+            message,
+            at=now,
+            source=action.source,
+            disruption=action.request_id,
         )
         deleted = await self._cluster.delete(pod=pod, grace_seconds=grace)
         self._remember_window(pod, action.window, now)
         return "deleted" if deleted else "gone"
+
+    def _tell(
+        self,
+        event: notifications.Event,
+        pod: act.PodRef,
+        message: str,
+        *,
+        at: dt.datetime,
+        source: str = "",
+        eviction_at: dt.datetime | None = None,
+        disruption: str = "",
+    ) -> None:
+        """The event just posted, to the humans (queued; never waits on a receiver)."""
+        if self._notifier is None:
+            return
+        self._notifier.notify(
+            notifications.Notification(
+                event=event,
+                namespace=pod.namespace,
+                pod=pod.name,
+                uid=pod.uid,
+                message=message,
+                at=at,
+                source=source,
+                eviction_at=eviction_at,
+                disruption=disruption,
+            )
+        )
 
     async def _warn(self, action: act.WarnAnnotation) -> str:
         """Each distinct warning once per pod (the engine reports it on every reconcile)."""

@@ -41,6 +41,13 @@ NOTICE_LEAD = prom.Histogram(
     registry=REGISTRY,
 )
 ROUNDS = prom.Counter("graceguard_reconcile_rounds", "Reconcile rounds run.", registry=REGISTRY)
+NOTIFICATIONS = prom.Counter(
+    "graceguard_notifications",
+    "Notices to the policy's notify sinks, by event and outcome: sent; failed (given up after "
+    "its attempts); dropped (the sink's queue was full, or the sink left the policy).",
+    ["event", "outcome"],
+    registry=REGISTRY,
+)
 
 
 def observe_round(

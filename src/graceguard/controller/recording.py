@@ -15,8 +15,8 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from graceguard.controller import logs, metrics, ports
-from graceguard.domain import ledger, protection, termination
+from graceguard.controller import logs, metrics, notify, ports
+from graceguard.domain import ledger, notifications, protection, termination
 from graceguard.engine import actions as act
 from graceguard.manifests import pods, terminations
 from graceguard.manifests.errors import ManifestError
@@ -86,9 +86,11 @@ class TerminationObserver:
         cluster: ports.EventPoster,
         limits: Callable[[], protection.Limits],
         clock: Callable[[], dt.datetime],
+        notifier: notify.Listener | None = None,
     ) -> None:
         self._ledger = ledger_port
         self._cluster = cluster
+        self._notifier = notifier
         self._limits = limits
         self._clock = clock
         self._events: collections.OrderedDict[str, list[termination.ObservedEvent]] = (
@@ -166,15 +168,28 @@ class TerminationObserver:
         if not rec.premature or rec.initiator == termination.Initiator.GRACEGUARD:
             return
         metrics.PREMATURE.labels(initiator=rec.initiator).inc()
+        message = f"terminated by {rec.initiator} ({rec.cause}): {rec.premature_reason}"
         try:
             await self._cluster.post_event(
                 pod=act.PodRef(rec.namespace, rec.pod, rec.uid),
                 reason="PrematureTermination",
-                message=f"terminated by {rec.initiator} ({rec.cause}): {rec.premature_reason}",
+                message=message,
                 warning=True,
             )
         except Exception as err:  # reporting must not stop the watch
             log.warning("cannot post PrematureTermination for %s: %s", rec.key, err)
+        if self._notifier is not None:
+            self._notifier.notify(
+                notifications.Notification(
+                    event=notifications.Event.PREMATURE_TERMINATION,
+                    namespace=rec.namespace,
+                    pod=rec.pod,
+                    uid=rec.uid,
+                    message=message,
+                    at=self._clock(),
+                    source=str(rec.initiator),
+                )
+            )
 
     async def _record(self, raw: dict[str, Any], uid: str) -> None:
         try:

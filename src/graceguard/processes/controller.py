@@ -15,11 +15,11 @@ import datetime as dt
 import pathlib
 
 from graceguard.adapters import ledger as ledger_store
-from graceguard.adapters import probes
+from graceguard.adapters import notify_http, probes
 from graceguard.adapters.kube import client as kube_client
 from graceguard.adapters.kube import lease, policy_status, view, writer
 from graceguard.adapters.kube import logs as kube_logs
-from graceguard.controller import executor, loop, metrics, recording
+from graceguard.controller import executor, loop, metrics, notify, recording
 from graceguard.domain import policy, protection
 from graceguard.processes import supervisor
 
@@ -51,14 +51,20 @@ async def run(
     cluster_writer = writer.LightkubeWriter(client, instance=identity)
     log_source = kube_logs.KubeLogSource(client)
     limits: list[protection.Limits] = [policy.DEFAULT.limits]
+    elector = lease.LeaseElector(
+        client, namespace=lease_namespace, name=lease_name, identity=identity
+    )
+    sender = notify_http.HttpSender()
+    notifier = notify.Notifier(sender=sender, is_leader=lambda: elector.is_leader)
     observer = recording.TerminationObserver(
-        ledger_port=ledger, cluster=cluster_writer, limits=lambda: limits[0], clock=_clock
+        ledger_port=ledger,
+        cluster=cluster_writer,
+        limits=lambda: limits[0],
+        clock=_clock,
+        notifier=notifier,
     )
     cluster_view = view.ClusterView(
         client, on_pod_event=observer.on_pod, on_event=observer.on_event
-    )
-    elector = lease.LeaseElector(
-        client, namespace=lease_namespace, name=lease_name, identity=identity
     )
     recorder = recording.Recorder(
         ledger_port=ledger,
@@ -70,10 +76,10 @@ async def run(
     runner = loop.Controller(
         view=cluster_view,
         leadership=elector,
-        executor=executor.Executor(cluster=cluster_writer, recorder=recorder),
+        executor=executor.Executor(cluster=cluster_writer, recorder=recorder, notifier=notifier),
         clock=_clock,
         policy_reporter=policy_status.PolicyStatusWriter(client, instance=identity),
-        on_policy=lambda pol: limits.__setitem__(0, pol.limits),
+        on_policy=lambda pol: on_policy(pol, limits=limits, notifier=notifier),
     )
     stale_after = loop.RESYNC.total_seconds() * 3
 
@@ -87,6 +93,7 @@ async def run(
             **{i.name: i.run for i in cluster_view.informers},
             "lease": elector.run,
             "reconcile": runner.run,
+            "notify": notifier.run,
         },
         endpoints=[
             probes.Endpoint(probes.metrics_app(metrics.REGISTRY), metrics_port),
@@ -96,5 +103,13 @@ async def run(
         ],
         host=probe_host,
         stop_signals=supervisor.STOP_SIGNALS,
-        cleanups=[elector.release, client.close, ledger.close],
+        cleanups=[elector.release, client.close, ledger.close, sender.close],
     )
+
+
+def on_policy(
+    pol: policy.Policy, *, limits: list[protection.Limits], notifier: notify.Notifier
+) -> None:
+    """The policy in force, to those that read it outside the reconcile round."""
+    limits[0] = pol.limits
+    notifier.set_sinks(pol.notify)
