@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 
 .PHONY: demo test venv lint typecheck imports unit scenarios badinput integration e2e bench clean \
         cluster-build cluster-up cluster-down helm crds crds-check chart chart-check postgres \
-        dist image image-check
+        dist image image-check dbusmock
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -52,12 +52,18 @@ postgres:
 	@command -v postgres >/dev/null || ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || \
 	  (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y postgresql)
 
+## dbusmock: a private system bus (dbus-daemon) and Debian's python3-dbusmock with its logind
+## template, for the node agent's tests (integration, e2e) and bench (hack/logindmock.py)
+dbusmock:
+	@command -v dbus-daemon >/dev/null && /usr/bin/python3 -c 'import dbusmock' 2>/dev/null || \
+	  (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y dbus-daemon python3-dbusmock)
+
 ## integration also installs the wheel of `make dist` in a fresh venv and runs it as a kubectl
 ## plugin through the real kubectl (tests/integration/test_dist.py)
-integration: $(STAMP) postgres dist cluster-build
+integration: $(STAMP) postgres dist cluster-build dbusmock
 	$(PY) -m pytest tests/integration -q
 
-bench: $(STAMP)
+bench: $(STAMP) dbusmock
 	@for b in bench/bench_*.py; do PYTHONPATH=bench $(PY) $$b || exit 1; done
 
 # ---- the product (issue 11): wheel + sdist, and an OCI image built without a Docker daemon ----
@@ -135,5 +141,5 @@ cluster-down: $(STAMP)
 	@$(CONTROLPLANE) down
 
 ## e2e: tests against the real control plane (tests/e2e)
-e2e: cluster-build chart postgres
+e2e: cluster-build chart postgres dbusmock
 	$(PY) -m pytest tests/e2e -q

@@ -16,7 +16,17 @@ import typer.core
 # typer 0.29 carries its own copy of click; its exceptions are only there (typer is pinned).
 from typer._click import exceptions as click_errors
 
-from graceguard.cli import controller, drain, explain, files, history, plan, simulate, webhook
+from graceguard.cli import (
+    agent,
+    controller,
+    drain,
+    explain,
+    files,
+    history,
+    plan,
+    simulate,
+    webhook,
+)
 
 
 class _OneLineErrors(typer.core.TyperGroup):
@@ -78,6 +88,7 @@ app.command("controller")(controller.controller)
 app.command("drain")(drain.drain)
 app.command("plan")(plan.plan)
 app.command("webhook")(webhook.webhook)
+app.command("agent")(agent.agent)
 
 if __name__ == "__main__":
     app()

@@ -1,0 +1,149 @@
+"""``agent.ports.NodeCluster`` on the Kubernetes API through lightkube: what one node's agent
+reads and writes (its node, the node's pods, its own Disruptions).
+
+The shutdown taint (``graceguard.io/shutdown:NoSchedule``) goes in by read-modify-write of
+``spec.taints`` with the node's ``resourceVersion`` (the list has no merge key; a conflict is
+read again); the ``GracefulShutdownHeld`` condition through the status subresource (strategic
+merge keyed by ``type``).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import os
+import typing
+from collections.abc import Sequence
+from typing import Any
+
+import lightkube
+from lightkube.core.exceptions import ApiError
+from lightkube.types import PatchType
+
+from graceguard.adapters.kube import disruptions as kube_disruptions
+from graceguard.adapters.kube import resources
+from graceguard.agent import ports
+from graceguard.domain import cluster, disruption, times
+from graceguard.manifests import disruptions, pods
+from graceguard.manifests.errors import ManifestError
+
+log = logging.getLogger(__name__)
+
+TAINT = "graceguard.io/shutdown"
+CONDITION = "GracefulShutdownHeld"
+COMPONENT = "graceguard-agent"
+
+
+class KubeNodeCluster:
+    def __init__(self, client: lightkube.AsyncClient, *, instance: str | None = None) -> None:
+        self._client = client
+        self._creator = kube_disruptions.DisruptionCreator(client)
+        self._instance = instance or os.environ.get("POD_NAME", "graceguard-agent")
+
+    async def open_disruption(self, request: disruption.DisruptionRequest) -> bool:
+        return await self._creator.open_disruption(request)
+
+    async def disruption_phase(self, request_id: str) -> disruption.Phase | None:
+        try:
+            doc = await self._client.get(resources.Disruption, request_id)
+        except ApiError as err:
+            if err.status.code == 404:
+                return None
+            raise
+        status = disruptions.status_from_object(_doc(doc).get("status") or {})
+        return status.phase if status is not None else disruption.Phase.PENDING
+
+    async def cancel_disruption(self, *, request_id: str, at: dt.datetime, message: str) -> None:
+        status = disruption.DisruptionStatus(
+            disruption.Phase.CANCELLED, completed_at=at, message=message
+        )
+        await self._client.patch(
+            resources.Disruption.Status,
+            request_id,
+            {"status": disruptions.status_document(status)},
+            patch_type=PatchType.MERGE,
+        )
+
+    async def pods_on_node(self, node: str) -> Sequence[cluster.Pod]:
+        found: list[cluster.Pod] = []
+        async for raw in self._client.list(
+            resources.Pod, namespace="*", fields={"spec.nodeName": node}
+        ):
+            try:
+                found.append(pods.pod_from_manifest(_doc(raw)))
+            except ManifestError as err:
+                log.warning("a pod on %s cannot be read: %s", node, err)
+        return found
+
+    async def node_state(self, node: str) -> ports.NodeState:
+        doc = _doc(await self._client.get(resources.Node, node))
+        spec = doc.get("spec") or {}
+        taints = spec.get("taints") or []
+        return ports.NodeState(
+            unschedulable=bool(spec.get("unschedulable")),
+            tainted=any(isinstance(t, dict) and t.get("key") == TAINT for t in taints),
+        )
+
+    async def hold_node(self, *, node: str, taint: bool, schedulable: bool | None) -> None:
+        for _ in range(5):
+            doc = _doc(await self._client.get(resources.Node, node))
+            spec = doc.get("spec") or {}
+            taints = [t for t in spec.get("taints") or [] if t.get("key") != TAINT]
+            if taint:
+                taints.append({"key": TAINT, "effect": "NoSchedule", "value": "graceguard-agent"})
+            patch: dict[str, Any] = {
+                "metadata": {"resourceVersion": doc["metadata"]["resourceVersion"]},
+                "spec": {"taints": taints},
+            }
+            if schedulable is not None:
+                patch["spec"]["unschedulable"] = not schedulable
+            try:
+                await self._client.patch(resources.Node, node, patch, patch_type=PatchType.MERGE)
+                return
+            except ApiError as err:
+                if err.status.code != 409:
+                    raise
+        raise RuntimeError(f"node {node} kept changing under the taint update (5 conflicts)")
+
+    async def set_condition(self, *, node: str, status: bool, reason: str, message: str) -> None:
+        now = times.format_time(dt.datetime.now(dt.UTC).replace(microsecond=0))
+        condition = {
+            "type": CONDITION,
+            "status": "True" if status else "False",
+            "reason": reason,
+            "message": message[:1024],
+            "lastHeartbeatTime": now,
+            "lastTransitionTime": now,
+        }
+        await self._client.patch(
+            resources.Node.Status,
+            node,
+            {"status": {"conditions": [condition]}},
+            patch_type=PatchType.STRATEGIC,
+        )
+
+    async def node_event(self, *, node: str, reason: str, message: str, warning: bool) -> None:
+        now = times.format_time(dt.datetime.now(dt.UTC).replace(microsecond=0))
+        body = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"generateName": f"{node}.", "namespace": "default"},
+            "involvedObject": {"apiVersion": "v1", "kind": "Node", "name": node, "uid": node},
+            "reason": reason,
+            "message": message[:1024],
+            "type": "Warning" if warning else "Normal",
+            "source": {"component": COMPONENT, "host": node},
+            "reportingComponent": f"graceguard.io/{COMPONENT}",
+            "reportingInstance": self._instance,
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "count": 1,
+        }
+        await self._client.create(typing.cast(Any, resources.Event.from_dict(body)))
+
+
+def _doc(obj: object) -> dict[str, Any]:
+    if isinstance(obj, dict):
+        return obj
+    to_dict = getattr(obj, "to_dict", None)
+    return typing.cast(dict[str, Any], to_dict() if callable(to_dict) else dict(obj))  # type: ignore[call-overload]

@@ -1,0 +1,117 @@
+"""Every port the node agent's service layer needs, as protocols typed with domain values.
+
+``adapters.logind`` implements ``Logind`` over D-Bus, ``adapters.imds`` ``InstanceMetadata`` over
+HTTP, ``adapters.kube.node_agent`` ``NodeCluster`` on the Kubernetes API; tests fake them. Nothing
+here does I/O.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import enum
+from collections.abc import AsyncIterator, Sequence
+from typing import Protocol
+
+from graceguard.domain import cluster, disruption
+
+
+class LogindUnavailable(Exception):  # noqa: N818 - a state of the machine, not a caller's error
+    """logind cannot be reached: no system bus, no ``org.freedesktop.login1`` on it, or the call
+    was refused. The message says which, on one line."""
+
+
+class InhibitorLock(Protocol):
+    """A logind inhibitor lock: held while its file descriptor is open."""
+
+    @property
+    def held(self) -> bool: ...
+
+    def release(self) -> None:
+        """Close the descriptor: logind lets the shutdown go on (idempotent)."""
+
+
+class LogindConnection(Protocol):
+    """One connection to logind on the system bus; unusable once the bus drops."""
+
+    async def inhibit_delay_max(self) -> dt.timedelta:
+        """``InhibitDelayMaxUSec``: how long logind waits for delay locks after it announces a
+        shutdown."""
+
+    async def inhibit(self, *, why: str) -> InhibitorLock:
+        """``Inhibit("shutdown", "graceguard", why, "delay")``."""
+
+    def prepare_for_shutdown(self) -> AsyncIterator[bool]:
+        """Each ``PrepareForShutdown`` signal's argument (``True``: a shutdown or reboot begins;
+        ``False``: it was cancelled), until the bus drops (then the iteration ends)."""
+
+    async def close(self) -> None: ...
+
+
+class Logind(Protocol):
+    async def connect(self) -> LogindConnection:
+        """A new connection; ``LogindUnavailable`` when there is none to be had."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class NodeState:
+    """What the agent reads of its node before it holds it."""
+
+    unschedulable: bool
+    tainted: bool
+    """It carries the agent's shutdown taint already."""
+
+
+class NodeCluster(Protocol):
+    """The Kubernetes API, as far as one node's agent needs it."""
+
+    async def open_disruption(self, request: disruption.DisruptionRequest) -> bool:
+        """Create the Disruption; ``False`` when one of that name exists (joined)."""
+
+    async def disruption_phase(self, request_id: str) -> disruption.Phase | None:
+        """The phase its status reports (``Pending`` when none yet); ``None`` when it is gone."""
+
+    async def cancel_disruption(self, *, request_id: str, at: dt.datetime, message: str) -> None:
+        """Its status says ``Cancelled`` at ``at``, with ``message``."""
+
+    async def pods_on_node(self, node: str) -> Sequence[cluster.Pod]:
+        """The pods bound to ``node`` now."""
+
+    async def node_state(self, node: str) -> NodeState: ...
+
+    async def hold_node(self, *, node: str, taint: bool, schedulable: bool | None) -> None:
+        """Add (``taint``) or remove the agent's ``NoSchedule`` shutdown taint, which keeps
+        DaemonSet pods from coming back while the node shuts down; with ``schedulable`` not
+        ``None``, also set ``spec.unschedulable`` to its negation (uncordon)."""
+
+    async def set_condition(self, *, node: str, status: bool, reason: str, message: str) -> None:
+        """The node's ``GracefulShutdownHeld`` condition."""
+
+    async def node_event(self, *, node: str, reason: str, message: str, warning: bool) -> None:
+        """An Event on the node, reported by the agent."""
+
+
+class NoticeKind(enum.StrEnum):
+    SPOT_INTERRUPTION = "spot-interruption"
+    """``spot/instance-action``: the instance is stopped or terminated at its ``time``."""
+    REBALANCE = "rebalance-recommendation"
+    """``events/recommendations/rebalance``: the instance is at elevated risk of interruption."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class MetadataNotice:
+    kind: NoticeKind
+    at: dt.datetime
+    """When the action happens (spot) or the recommendation was made (rebalance)."""
+    detail: str
+    """The notice's own words (``terminate``, ``stop``...), for the Disruption's reason."""
+
+
+class MetadataError(Exception):
+    """Instance metadata answered something unreadable or could not be reached; one line."""
+
+
+class InstanceMetadata(Protocol):
+    async def notices(self) -> Sequence[MetadataNotice]:
+        """The interruption notices instance metadata shows now (none: an empty sequence);
+        ``MetadataError`` when it cannot be read."""

@@ -1,0 +1,284 @@
+"""One node shutdown as the agent carries it: an imminent whole-node ``Disruption`` opened for the
+node (the controller's engine runs the phased drain: regular pods first, critical and DaemonSet
+pods last, each with its own grace before the deadline), the node tainted so that evicted
+DaemonSet pods do not come back, and the lock released when the node is empty of the pods the
+request covers, or ``margin`` before the deadline, never after it. A cancelled shutdown marks the
+Disruption ``Cancelled`` (the controller then withdraws the notices), untaints and uncordons the
+node (when the agent found it schedulable) and says so in an event.
+
+The agent never evicts a pod itself: one controller, one drain.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import datetime as dt
+import functools
+import logging
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+from graceguard.agent import metrics, ports
+from graceguard.domain import disruption, times
+from graceguard.manifests import disruptions
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+POLL = 0.5
+"""Seconds between looks at the node's pods while a shutdown drains it."""
+REASSERT = dt.timedelta(seconds=15)
+"""How long after a cancel the agent checks that the Disruption stays Cancelled (a controller
+round planned before the cancel may still write its progress once)."""
+API_RETRY = 1.0
+
+
+@dataclasses.dataclass
+class Shutdown:
+    request: disruption.DisruptionRequest
+    release_at: dt.datetime
+    found: ports.NodeState
+    released: bool = False
+    task: asyncio.Task[None] | None = None
+
+
+class Shutdowns:
+    """The shutdown under way on one node (at most one), opened, watched and cancelled."""
+
+    def __init__(
+        self,
+        *,
+        node: str,
+        cluster: ports.NodeCluster,
+        clock: Callable[[], dt.datetime],
+        release_lock: Callable[[str], None],
+        margin: dt.timedelta,
+        requested_by: str,
+    ) -> None:
+        self.node = node
+        self._cluster = cluster
+        self._clock = clock
+        self._release_lock = release_lock
+        self._margin = margin
+        self._requested_by = requested_by
+        self.current: Shutdown | None = None
+        self.lock_released = asyncio.Event()
+
+    @property
+    def active(self) -> bool:
+        return self.current is not None
+
+    @property
+    def wants_lock(self) -> bool:
+        """A lock is wanted unless a shutdown under way has let it go."""
+        return self.current is None or not self.current.released
+
+    async def begin(
+        self,
+        *,
+        source: str,
+        deadline: dt.datetime,
+        reason: str,
+        scope: disruption.Scope = disruption.Scope.WHOLE_NODE,
+    ) -> disruption.DisruptionRequest:
+        """Open the node's Disruption (or, with one under way, say so and keep it)."""
+        if self.current is not None:
+            cur = self.current.request
+            log.info(
+                "%s again (%s) while the shutdown %s (%s, deadline %s) is under way: it "
+                "carries on, nothing new opened",
+                source,
+                reason,
+                cur.id,
+                cur.source,
+                times.format_time(cur.deadline or deadline),
+            )
+            metrics.SHUTDOWNS.labels(source=source, outcome="joined").inc()
+            return cur
+        now = self._clock()
+        deadline = max(deadline, now + dt.timedelta(seconds=1))
+        found = await self._retry("read the node", lambda: self._cluster.node_state(self.node))
+        if found is None:
+            found = ports.NodeState(unschedulable=False, tainted=False)
+        request = await self._open(
+            source=source, deadline=deadline, reason=reason, now=now, scope=scope
+        )
+        shutdown = Shutdown(request, deadline - self._margin, found)
+        self.current = shutdown
+        self.lock_released.clear()
+        if scope is disruption.Scope.WHOLE_NODE:
+            await self._retry(
+                "taint the node",
+                lambda: self._cluster.hold_node(node=self.node, taint=True, schedulable=None),
+            )
+        metrics.SHUTDOWNS.labels(source=source, outcome="started").inc()
+        log.info(
+            "%s: opened Disruption %s for %s (imminent, %s, deadline %s); the lock is released "
+            "when the node is empty or at %s",
+            source,
+            request.id,
+            self.node,
+            scope.value,
+            times.format_time(deadline),
+            times.format_time(shutdown.release_at),
+        )
+        shutdown.task = asyncio.get_running_loop().create_task(self._watch(shutdown))
+        return request
+
+    async def _open(
+        self,
+        *,
+        source: str,
+        deadline: dt.datetime,
+        reason: str,
+        now: dt.datetime,
+        scope: disruption.Scope,
+    ) -> disruption.DisruptionRequest:
+        base = disruptions.request_name(source=source, node=self.node, pod=None, at=now)
+        for attempt in range(1, 10):
+            name = base if attempt == 1 else f"{base[:240]}.{attempt}"
+            request = disruption.DisruptionRequest(
+                id=name,
+                node=self.node,
+                source=source,
+                disruption_class=disruption.DisruptionClass.IMMINENT,
+                requested_at=now,
+                deadline=deadline,
+                scope=scope,
+                reason=reason,
+                requested_by=self._requested_by,
+            )
+            created = await self._retry(
+                f"open Disruption {name}",
+                functools.partial(self._cluster.open_disruption, request),
+                until=deadline,
+            )
+            if created is None or created:
+                return request  # created (or the API stayed away until the deadline)
+            phase = await self._retry(
+                f"read Disruption {name}", functools.partial(self._cluster.disruption_phase, name)
+            )
+            if phase is not None and not phase.finished:
+                return request  # ours already (a restarted agent): joined
+        return request
+
+    async def _watch(self, shutdown: Shutdown) -> None:
+        request = shutdown.request
+        while not shutdown.released:
+            now = self._clock()
+            if now >= shutdown.release_at:
+                left = await self._left(request)
+                self._release(
+                    shutdown,
+                    f"{self._margin_text()} before the deadline, with "
+                    f"{'an unknown number of' if left is None else len(left)} pods "
+                    "still stopping",
+                )
+                return
+            left = await self._left(request)
+            if left is not None and not left:
+                self._release(shutdown, "the node is empty")
+                return
+            wait = min(POLL, (shutdown.release_at - now).total_seconds())
+            await asyncio.sleep(max(wait, 0.01))
+
+    def _margin_text(self) -> str:
+        return f"{self._margin.total_seconds():g}s"
+
+    async def _left(self, request: disruption.DisruptionRequest) -> list[str] | None:
+        try:
+            pods = await self._cluster.pods_on_node(self.node)
+        except Exception as err:  # the API away: the deadline still releases the lock
+            log.warning("cannot list the pods on %s: %s", self.node, err)
+            return None
+        return [p.key for p in pods if not p.finished and request.covers(p)]
+
+    def _release(self, shutdown: Shutdown, why: str) -> None:
+        shutdown.released = True
+        self._release_lock(why)
+        self.lock_released.set()
+        outcome = "empty" if why == "the node is empty" else "deadline"
+        metrics.SHUTDOWNS.labels(source=shutdown.request.source, outcome=outcome).inc()
+
+    async def cancel(self, *, why: str) -> bool:
+        """Cancel the shutdown under way; ``False`` when there is none."""
+        shutdown, self.current = self.current, None
+        if shutdown is None:
+            log.info("%s with no shutdown under way on %s: nothing to cancel", why, self.node)
+            return False
+        if shutdown.task is not None:
+            shutdown.task.cancel()
+        request = shutdown.request
+        message = f"cancelled: {why}; notices are withdrawn and the node is in service again"
+        await self._retry(
+            f"cancel Disruption {request.id}",
+            lambda: self._cluster.cancel_disruption(
+                request_id=request.id, at=self._clock(), message=message
+            ),
+        )
+        await self._restore(shutdown)
+        await self._retry(
+            "post the cancel event",
+            lambda: self._cluster.node_event(
+                node=self.node,
+                reason="ShutdownCancelled",
+                message=f"The shutdown of {self.node} was cancelled ({why}): Disruption "
+                f"{request.id} is Cancelled, its notices are withdrawn, the node is "
+                + ("uncordoned" if not shutdown.found.unschedulable else "left cordoned as it was"),
+                warning=False,
+            ),
+        )
+        metrics.SHUTDOWNS.labels(source=request.source, outcome="cancelled").inc()
+        log.info("%s: Disruption %s cancelled, %s restored", why, request.id, self.node)
+        asyncio.get_running_loop().create_task(self._keep_cancelled(shutdown, message))
+        return True
+
+    async def _restore(self, shutdown: Shutdown) -> None:
+        schedulable = None if shutdown.found.unschedulable else True
+        taint = shutdown.found.tainted
+        await self._retry(
+            "restore the node",
+            lambda: self._cluster.hold_node(node=self.node, taint=taint, schedulable=schedulable),
+        )
+
+    async def _keep_cancelled(self, shutdown: Shutdown, message: str) -> None:
+        """A controller round planned before the cancel may write Draining (and cordon) once
+        more: put Cancelled (and the node) back while ``REASSERT`` lasts."""
+        until = self._clock() + REASSERT
+        request = shutdown.request
+        while self._clock() < until and self.current is None:
+            await asyncio.sleep(1.0)
+            try:
+                phase = await self._cluster.disruption_phase(request.id)
+                if phase is not None and phase is not disruption.Phase.CANCELLED:
+                    log.info("Disruption %s went back to %s: cancelled again", request.id, phase)
+                    await self._cluster.cancel_disruption(
+                        request_id=request.id, at=self._clock(), message=message
+                    )
+                    await self._restore(shutdown)
+                state = await self._cluster.node_state(self.node)
+                if state.unschedulable and not shutdown.found.unschedulable:
+                    await self._restore(shutdown)
+            except Exception as err:  # best effort; logged
+                log.warning("checking the cancelled Disruption %s: %s", request.id, err)
+
+    async def _retry(
+        self,
+        what: str,
+        call: Callable[[], Awaitable[T]],
+        *,
+        until: dt.datetime | None = None,
+        attempts: int = 30,
+    ) -> T | None:
+        """``call`` until it works, ``attempts`` times or ``until``; ``None`` if it never did
+        (each failure is logged; the shutdown goes on)."""
+        for attempt in range(attempts):
+            try:
+                return await call()
+            except Exception as err:  # the API refused or is away: logged, tried again
+                log.warning("cannot %s (attempt %d): %s", what, attempt + 1, err)
+            if until is not None and self._clock() >= until:
+                break
+            await asyncio.sleep(API_RETRY)
+        return None

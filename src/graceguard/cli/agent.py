@@ -1,0 +1,111 @@
+"""``graceguard agent``: its command line (options, environment variables, help), checked, then
+``processes.agent.run``, the composition root. No wiring and no client library here; a bad
+option or a kubeconfig that cannot be used ends with one line and exit 2."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import pathlib
+from typing import Annotated
+
+import typer
+
+from graceguard.adapters.kube import client as kube_client
+from graceguard.cli import files
+from graceguard.domain import durations
+from graceguard.processes import agent as agent_process
+from graceguard.processes import supervisor
+
+
+def agent(
+    *,
+    node: Annotated[
+        str,
+        typer.Option(
+            envvar="NODE_NAME",
+            help="The node this agent runs on (the chart sets it from spec.nodeName).",
+        ),
+    ],
+    kubeconfig: Annotated[
+        pathlib.Path | None,
+        typer.Option(help="A kubeconfig; default: $KUBECONFIG, else in-cluster credentials."),
+    ] = None,
+    bus_address: Annotated[
+        str | None,
+        typer.Option(
+            envvar="DBUS_SYSTEM_BUS_ADDRESS",
+            help="The system bus logind is on; default unix:path=/run/dbus/system_bus_socket "
+            "(the chart mounts the host's socket there).",
+        ),
+    ] = None,
+    imds: Annotated[
+        bool,
+        typer.Option(
+            "--imds",
+            help="Also watch EC2 instance metadata (IMDSv2): a spot interruption notice drains "
+            "the node like a shutdown with its 2-minute deadline; a rebalance recommendation "
+            "opens a voluntary drain. For clusters without EventBridge.",
+        ),
+    ] = False,
+    imds_endpoint: Annotated[
+        str, typer.Option(help="Instance metadata's address (with --imds).")
+    ] = "http://169.254.169.254",
+    release_margin: Annotated[
+        str,
+        typer.Option(
+            help="Release logind's lock this long before the shutdown's deadline if pods are "
+            "still stopping (it is released at once when the node is empty).",
+        ),
+    ] = "2s",
+    identity: Annotated[
+        str | None, typer.Option(envvar="POD_NAME", help="This agent's name in events.")
+    ] = None,
+    metrics_port: Annotated[int, typer.Option(help="Port of /metrics.")] = 8090,
+    health_port: Annotated[int, typer.Option(help="Port of /healthz and /readyz.")] = 8091,
+    probe_host: Annotated[str, typer.Option(help="Address the HTTP endpoints listen on.")] = (
+        "0.0.0.0"  # probes must be reachable from the kubelet
+    ),
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log at debug level.")] = False,
+) -> None:
+    """Run the node agent: hold this node's OS shutdown and drain it in priority phases.
+
+    It takes a systemd-logind delay inhibitor lock on shutdown over the system bus and reports
+    it in the node condition GracefulShutdownHeld (and /metrics). When the OS shuts down or
+    reboots (logind's PrepareForShutdown), it opens an imminent whole-node Disruption
+    (kubectl get gdis) with the deadline logind allows (InhibitDelayMaxUSec); the controller
+    evicts regular pods first, critical and DaemonSet pods last, each with its own grace. The
+    lock is released when the node is empty, or --release-margin before the deadline. A
+    cancelled shutdown cancels the Disruption and puts the node back in service.
+
+    logind holds a shutdown for at most InhibitDelayMaxSec= (logind.conf, 5s by default):
+    the agent warns (event on the node, log, metric) when the pods need longer. Without
+    logind it keeps running, says why in the condition and retries.
+    """
+    try:
+        margin = durations.parse_duration(release_margin)
+    except durations.DurationError as err:
+        raise files.fail(f"--release-margin: {err}") from None
+    if margin < dt.timedelta(0):
+        raise files.fail("--release-margin: must not be negative")
+    if not node.strip():
+        raise files.fail("--node: required: the node this agent runs on")
+    supervisor.setup_logging(verbose=verbose)
+    try:
+        asyncio.run(
+            agent_process.run(
+                node=node,
+                kubeconfig=kubeconfig,
+                bus_address=bus_address,
+                imds_endpoint=imds_endpoint if imds else None,
+                margin=margin,
+                identity=identity or supervisor.default_identity(),
+                metrics_port=metrics_port,
+                health_port=health_port,
+                probe_host=probe_host,
+            )
+        )
+    except kube_client.KubeError as err:
+        raise files.fail(str(err)) from None
+    except KeyboardInterrupt:
+        return
