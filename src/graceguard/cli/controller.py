@@ -13,6 +13,7 @@ import typer
 from graceguard.adapters import ledger as ledger_store
 from graceguard.adapters.kube import client as kube_client
 from graceguard.cli import files
+from graceguard.processes import aws as aws_process
 from graceguard.processes import controller as controller_process
 from graceguard.processes import supervisor
 
@@ -54,6 +55,23 @@ def controller(
     probe_host: Annotated[str, typer.Option(help="Address the HTTP endpoints listen on.")] = (
         "0.0.0.0"  # probes must be reachable from the kubelet
     ),
+    aws_queue: Annotated[
+        str | None,
+        typer.Option(
+            envvar="GRACEGUARD_AWS_QUEUE",
+            help="URL of the SQS queue that Auto Scaling lifecycle hooks and EventBridge rules "
+            "(spot, rebalance, state change, AWS Health) send to; the leader consumes it, holds "
+            "terminating instances and drains their nodes. Region and credentials: the usual "
+            "AWS settings (IRSA in EKS).",
+        ),
+    ] = None,
+    aws_endpoint: Annotated[
+        str | None,
+        typer.Option(help="AWS endpoint URL for SQS and Auto Scaling (tests, private endpoints)."),
+    ] = None,
+    aws_region: Annotated[
+        str | None, typer.Option(help="AWS region; default: the usual AWS settings.")
+    ] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log at debug level.")] = False,
 ) -> None:
     """Run the graceguard controller: notices, protection projection, guarded drains.
@@ -64,6 +82,17 @@ def controller(
     `graceguard drain NODE`.
     """
     supervisor.setup_logging(verbose=verbose)
+    aws = None
+    if aws_queue is not None:
+        if not aws_queue.startswith(("https://", "http://")):
+            raise files.fail(
+                f"--aws-queue: expected an SQS queue URL (https://...), got {aws_queue!r}"
+            )
+        if aws_endpoint is not None and not aws_endpoint.startswith(("https://", "http://")):
+            raise files.fail(f"--aws-endpoint: expected a URL, got {aws_endpoint!r}")
+        aws = aws_process.AwsOptions(queue_url=aws_queue, endpoint=aws_endpoint, region=aws_region)
+    elif aws_endpoint is not None or aws_region is not None:
+        raise files.fail("--aws-endpoint and --aws-region need --aws-queue")
     try:
         asyncio.run(
             controller_process.run(
@@ -76,6 +105,7 @@ def controller(
                 metrics_port=metrics_port,
                 health_port=health_port,
                 probe_host=probe_host,
+                aws=aws,
             )
         )
     except ledger_store.LedgerError as err:

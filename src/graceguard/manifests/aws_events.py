@@ -252,3 +252,12 @@ def _health_time(text: str, here: str) -> dt.datetime:
     if value.tzinfo is None:
         raise _Bad(here, f"a time without a zone: {text!r}")
     return value.astimezone(dt.UTC)
+
+
+def instance_from_provider_id(provider_id: str) -> str | None:
+    """The EC2 instance a node's ``spec.providerID`` names (``aws:///us-east-1a/i-0abc...``, or
+    ``aws:///i-0abc...``); ``None`` for a node that is no EC2 instance."""
+    if not provider_id.startswith("aws://"):
+        return None
+    last = provider_id.rstrip("/").rsplit("/", 1)[-1]
+    return last if INSTANCE_ID.fullmatch(last) else None

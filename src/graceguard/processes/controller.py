@@ -19,8 +19,9 @@ from graceguard.adapters import notify_http, probes
 from graceguard.adapters.kube import client as kube_client
 from graceguard.adapters.kube import lease, policy_status, view, writer
 from graceguard.adapters.kube import logs as kube_logs
-from graceguard.controller import executor, loop, metrics, notify, recording
+from graceguard.controller import executor, loop, metrics, notify, ports, recording
 from graceguard.domain import policy, protection
+from graceguard.processes import aws as aws_wiring
 from graceguard.processes import supervisor
 
 
@@ -39,6 +40,7 @@ async def run(
     metrics_port: int,
     health_port: int,
     probe_host: str,
+    aws: aws_wiring.AwsOptions | None = None,
 ) -> None:
     """Run the controller until a task fails (or it is cancelled). ``LedgerError`` when the
     ledger cannot be opened, ``KubeError`` when the kubeconfig cannot be loaded."""
@@ -73,10 +75,20 @@ async def run(
         lines=log_lines,
         clock=_clock,
     )
+    holds: ports.HoldKeeper | None = None
+    aws_tasks: dict[str, supervisor.Task] = {}
+    aws_cleanups: list[supervisor.Cleanup] = []
+    if aws is not None:  # the AWS interruption queue and the Auto Scaling holds (issue 9)
+        wired = aws_wiring.wire(
+            aws, client=client, view=cluster_view, writer=cluster_writer, leadership=elector
+        )
+        holds, aws_tasks, aws_cleanups = wired.holds, wired.tasks, wired.cleanups
     runner = loop.Controller(
         view=cluster_view,
         leadership=elector,
-        executor=executor.Executor(cluster=cluster_writer, recorder=recorder, notifier=notifier),
+        executor=executor.Executor(
+            cluster=cluster_writer, recorder=recorder, notifier=notifier, holds=holds
+        ),
         clock=_clock,
         policy_reporter=policy_status.PolicyStatusWriter(client, instance=identity),
         on_policy=lambda pol: on_policy(pol, limits=limits, notifier=notifier),
@@ -94,6 +106,7 @@ async def run(
             "lease": elector.run,
             "reconcile": runner.run,
             "notify": notifier.run,
+            **aws_tasks,
         },
         endpoints=[
             probes.Endpoint(probes.metrics_app(metrics.REGISTRY), metrics_port),
@@ -103,7 +116,7 @@ async def run(
         ],
         host=probe_host,
         stop_signals=supervisor.STOP_SIGNALS,
-        cleanups=[elector.release, client.close, ledger.close, sender.close],
+        cleanups=[elector.release, *aws_cleanups, client.close, ledger.close, sender.close],
     )
 
 

@@ -1,0 +1,195 @@
+"""The AWS interruption queue's consumer loop (issue 9): receive, read, act, and settle each
+message, through ports only; only while this replica leads.
+
+- Long polling, up to 10 messages a receive; each message read by ``manifests.aws_events`` and
+  acted on by ``controller.interruptions``, several at once; one log line per message.
+- A held instance's message stays in flight while its Disruption lasts (its visibility is
+  extended every ``check_every``) and is deleted only once the Disruption is finished, which
+  the executor marks after ``CONTINUE`` was sent. A new leader receives it again after the
+  visibility lapses and joins the same Disruption (same name): one Disruption, one CONTINUE.
+  SQS allows a message 12 h in flight; after that it comes back and is joined again.
+- An unreadable message is not deleted: made visible again at once, so the queue's redrive
+  policy moves it to the dead-letter queue after ``maxReceiveCount`` receives.
+- A call that fails (Kubernetes or AWS) leaves the message to come back after a backoff that
+  grows with its receive count; the loop itself never stops for a message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import time
+from collections.abc import Callable
+
+from graceguard.controller import interruptions as service
+from graceguard.controller import ports
+from graceguard.domain import disruption
+from graceguard.manifests import aws_events
+
+log = logging.getLogger(__name__)
+
+MAX_MESSAGES = 10
+"""SQS's most per receive."""
+WAIT_SECONDS = 20
+"""SQS's longest long poll."""
+VISIBILITY_SECONDS = 300
+"""How long a received message stays hidden; a held one is extended before it lapses."""
+CHECK_SECONDS = 60.0
+RETRY_BASE_SECONDS = 15
+MAX_RETRY_SECONDS = 900
+CONCURRENCY = 16
+OVER = frozenset(
+    {disruption.Phase.DONE, disruption.Phase.CANCELLED, disruption.Phase.DEADLINE_EXCEEDED}
+)
+"""Phases in which a hold's message is no longer needed."""
+
+
+@dataclasses.dataclass(slots=True)
+class Tracked:
+    """A message kept in flight for a hold."""
+
+    receipt: str
+    request_id: str
+    checked: float
+
+
+class QueueWorker:
+    def __init__(
+        self,
+        *,
+        queue: ports.Queue,
+        interruptions: service.Interruptions,
+        disruptions: ports.Disruptions,
+        leadership: ports.Leadership,
+        visibility_seconds: int = VISIBILITY_SECONDS,
+        check_seconds: float = CHECK_SECONDS,
+        wait_seconds: int = WAIT_SECONDS,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._queue = queue
+        self._service = interruptions
+        self._disruptions = disruptions
+        self._leadership = leadership
+        self._visibility = visibility_seconds
+        self._check = check_seconds
+        self._wait = wait_seconds
+        self._monotonic = monotonic
+        self.tracked: dict[str, Tracked] = {}
+        """Message id -> the hold it waits for."""
+        self.handled = 0
+
+    async def run(self) -> None:
+        while True:
+            if not self._leadership.is_leader:
+                if self.tracked:
+                    log.info(
+                        "not leading: %d held message(s) left to come back to the next leader",
+                        len(self.tracked),
+                    )
+                    self.tracked.clear()
+                self._leadership.changed.clear()
+                await self._leadership.changed.wait()
+                continue
+            try:
+                await self.poll_once()
+                await self.settle_tracked()
+            except asyncio.CancelledError:
+                raise
+            except Exception as err:  # the queue or the network: try again shortly
+                log.warning("interruption queue: %s; retrying in 5s", err)
+                await asyncio.sleep(5)
+
+    async def poll_once(self) -> int:
+        """One receive and the messages it brought; returns how many."""
+        messages = await self._queue.receive(
+            max_messages=MAX_MESSAGES,
+            wait_seconds=self._wait,
+            visibility_seconds=self._visibility,
+        )
+        gate = asyncio.Semaphore(CONCURRENCY)
+
+        async def one(message: ports.QueueMessage) -> None:
+            async with gate:
+                await self.handle(message)
+
+        await asyncio.gather(*(one(m) for m in messages))
+        return len(messages)
+
+    async def handle(self, message: ports.QueueMessage) -> service.Verdict:
+        """Act on one message and settle it (delete, keep, leave, retry); never raises but
+        ``CancelledError``."""
+        where = f"message {message.id} (receive {message.receive_count})"
+        try:
+            verdict = await self._service.handle(aws_events.parse(message.body))
+        except asyncio.CancelledError:
+            raise
+        except Exception as err:
+            verdict = service.Verdict(
+                service.Disposition.RETRY, f"failed: {type(err).__name__}: {err}"
+            )
+        self.handled += 1
+        try:
+            await self._settle(message, verdict)
+        except asyncio.CancelledError:
+            raise
+        except Exception as err:
+            log.warning("%s: %s; settling it failed: %s", where, verdict.message, err)
+            return verdict
+        level = logging.WARNING if verdict.disposition in _TROUBLE else logging.INFO
+        log.log(level, "%s: %s -> %s", where, verdict.message, verdict.disposition.value)
+        return verdict
+
+    async def _settle(self, message: ports.QueueMessage, verdict: service.Verdict) -> None:
+        match verdict.disposition:
+            case service.Disposition.DELETE:
+                self.tracked.pop(message.id, None)
+                await self._queue.delete(receipt=message.receipt)
+            case service.Disposition.KEEP:
+                assert verdict.request_id is not None
+                self.tracked[message.id] = Tracked(
+                    message.receipt, verdict.request_id, self._monotonic()
+                )
+            case service.Disposition.LEAVE:
+                await self._queue.extend(receipt=message.receipt, seconds=0)
+            case service.Disposition.RETRY:
+                backoff = RETRY_BASE_SECONDS * 2 ** max(0, message.receive_count - 1)
+                await self._queue.extend(
+                    receipt=message.receipt, seconds=min(MAX_RETRY_SECONDS, backoff)
+                )
+
+    async def settle_tracked(self, *, force: bool = False) -> None:
+        """For each held message due a check: delete it once its Disruption is over (or gone),
+        else extend its visibility."""
+        now = self._monotonic()
+        for message_id, entry in list(self.tracked.items()):
+            if not force and now - entry.checked < self._check:
+                continue
+            try:
+                phase = await self._disruptions.phase(request_id=entry.request_id)
+                if phase is None or phase in OVER:
+                    await self._queue.delete(receipt=entry.receipt)
+                    del self.tracked[message_id]
+                    log.info(
+                        "message %s: Disruption %s is %s -> deleted",
+                        message_id,
+                        entry.request_id,
+                        phase.value if phase else "gone",
+                    )
+                    continue
+                await self._queue.extend(receipt=entry.receipt, seconds=self._visibility)
+                entry.checked = now
+            except asyncio.CancelledError:
+                raise
+            except Exception as err:
+                # Past SQS's 12 h in flight, or a stale receipt: it comes back and is joined.
+                log.warning(
+                    "message %s (Disruption %s): %s; left to come back",
+                    message_id,
+                    entry.request_id,
+                    err,
+                )
+                del self.tracked[message_id]
+
+
+_TROUBLE = frozenset({service.Disposition.LEAVE, service.Disposition.RETRY})

@@ -1,0 +1,74 @@
+"""The controller's AWS part (issue 9), wired: the interruption queue's consumer (leader only),
+the Auto Scaling hold keeper the executor calls, and their boto3 thread pool. Wiring only."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import logging
+from typing import Any
+
+from graceguard.adapters.aws import clients, lifecycle, sqs
+from graceguard.adapters.kube import interruptions as kube_interruptions
+from graceguard.adapters.kube import view as kube_view
+from graceguard.adapters.kube import writer as kube_writer
+from graceguard.controller import aws_queue, holds, interruptions, ports
+from graceguard.processes import supervisor
+
+log = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class AwsOptions:
+    queue_url: str
+    endpoint: str | None = None
+    region: str | None = None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Wired:
+    holds: ports.HoldKeeper
+    tasks: dict[str, supervisor.Task]
+    cleanups: list[supervisor.Cleanup]
+    worker: aws_queue.QueueWorker
+
+
+def _clock() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+def wire(
+    options: AwsOptions,
+    *,
+    client: Any,
+    view: kube_view.ClusterView,
+    writer: kube_writer.LightkubeWriter,
+    leadership: ports.Leadership,
+) -> Wired:
+    calls = clients.AwsCalls(endpoint=options.endpoint, region=options.region)
+    hooks = lifecycle.AutoscalingHooks(calls)
+    keeper = holds.AsgHoldKeeper(
+        autoscaling=hooks, records=kube_interruptions.KubeHoldRecords(client), clock=_clock
+    )
+    found = kube_interruptions.KubeDisruptions(
+        client, cached=kube_interruptions.cached_phase(view.disruptions.store)
+    )
+    worker = aws_queue.QueueWorker(
+        queue=sqs.SqsQueue(calls, url=options.queue_url),
+        interruptions=interruptions.Interruptions(
+            nodes=kube_interruptions.ProviderNodes(client),
+            disruptions=found,
+            autoscaling=hooks,
+            events=writer,
+            view=view,
+            clock=_clock,
+        ),
+        disruptions=found,
+        leadership=leadership,
+    )
+
+    async def close() -> None:
+        calls.close()
+
+    log.info("AWS interruption queue %s (leader only)", options.queue_url)
+    return Wired(holds=keeper, tasks={"aws-queue": worker.run}, cleanups=[close], worker=worker)
