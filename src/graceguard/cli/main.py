@@ -18,6 +18,7 @@ from typer._click import exceptions as click_errors
 
 from graceguard.cli import (
     agent,
+    audit,
     controller,
     drain,
     explain,
@@ -89,6 +90,7 @@ app.command("drain")(drain.drain)
 app.command("plan")(plan.plan)
 app.command("webhook")(webhook.webhook)
 app.command("agent")(agent.agent)
+app.add_typer(audit.app, name="audit")
 
 if __name__ == "__main__":
     app()
