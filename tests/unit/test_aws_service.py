@@ -1,0 +1,446 @@
+"""The AWS service layer against fake ports: what each message does (controller.interruptions),
+the hold keeper (controller.holds), the queue worker's settling (controller.aws_queue), and, on a
+simulated clock, a 6-hour drain behind a 300 s heartbeat timeout kept alive by the real loop,
+engine, executor and keeper with no gap over half the timeout and one CONTINUE."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import itertools
+from collections.abc import Sequence
+
+import pytest
+
+import aws_messages as msg
+from graceguard.controller import aws_queue, executor, holds, loop, ports
+from graceguard.controller import interruptions as service
+from graceguard.domain import annotations as ann
+from graceguard.domain import cluster, disruption, interruptions, policy
+from graceguard.manifests import aws_events
+
+from .snapshot_cluster import SnapshotCluster
+from .test_controller_service import FakeView, Leader
+
+pytestmark = pytest.mark.asyncio
+
+
+T0 = dt.datetime(2026, 11, 23, 1, 0, tzinfo=dt.UTC)
+I1, I2 = "i-0123456789abcdef0", "i-0fedcba9876543210"
+TOKEN = "3b6a1e45-6d8c-4bd2-9e35-6b7e2a4c1f00"
+TIMEOUT = dt.timedelta(seconds=300)
+
+
+class FakeAutoscaling:
+    def __init__(self, *, clock: object = None) -> None:
+        self.calls: list[tuple[str, interruptions.ActionRef, str]] = []
+        self.gone: set[str] = set()
+        self.hooks = {("ng", "gg"): TIMEOUT}
+        self.clock = clock
+
+    async def heartbeat_timeout(self, *, group: str, hook: str) -> dt.timedelta:
+        if (group, hook) not in self.hooks:
+            raise LookupError(f"group {group} has no lifecycle hook {hook}")
+        return self.hooks[(group, hook)]
+
+    async def record_heartbeat(self, *, action: interruptions.ActionRef) -> None:
+        if action.token in self.gone:
+            raise ports.LifecycleActionGone("No active Lifecycle Action found")
+        self.calls.append(("heartbeat", action, ""))
+
+    async def complete(self, *, action: interruptions.ActionRef, result: str) -> None:
+        if action.token in self.gone:
+            raise ports.LifecycleActionGone("No active Lifecycle Action found")
+        self.calls.append(("complete", action, result))
+        self.gone.add(action.token)  # AWS completes an action once
+
+
+class FakeNodes:
+    def __init__(self, nodes: dict[str, str]) -> None:
+        self.nodes = nodes
+
+    async def node_for(self, *, instance_id: str) -> str | None:
+        return self.nodes.get(instance_id)
+
+
+class FakeDisruptions:
+    def __init__(self) -> None:
+        self.objects: dict[str, tuple[disruption.DisruptionRequest, interruptions.AsgHold | None]]
+        self.objects = {}
+        self.phases: dict[str, disruption.Phase] = {}
+
+    async def open(
+        self, request: disruption.DisruptionRequest, *, hold: interruptions.AsgHold | None
+    ) -> bool:
+        if request.id in self.objects:
+            return False
+        self.objects[request.id] = (request, hold)
+        self.phases[request.id] = disruption.Phase.PENDING
+        return True
+
+    async def phase(self, *, request_id: str) -> disruption.Phase | None:
+        return self.phases.get(request_id)
+
+
+def _pods() -> tuple[cluster.Pod, ...]:
+    return (
+        cluster.Pod("ml", "train", node="n1", start_time=T0),
+        cluster.Pod("ml", "serve", node="n1", start_time=T0),
+        cluster.Pod("kube-system", "proxy", node="n1", start_time=T0, daemon=True),
+        cluster.Pod("ml", "other", node="n2", start_time=T0),
+    )
+
+
+class PolicyView(FakeView):
+    def __init__(self, fake: SnapshotCluster, pol: policy.Policy) -> None:
+        super().__init__(fake, [])  # type: ignore[arg-type]
+        self.pol = pol
+
+    def policy(self) -> tuple[policy.Policy, policy.PolicyEntry | None]:
+        return self.pol, None
+
+
+def _service(
+    pol: policy.Policy = policy.DEFAULT,
+) -> tuple[service.Interruptions, FakeAutoscaling, FakeDisruptions, SnapshotCluster]:
+    snap = cluster.Snapshot(nodes=(cluster.Node("n1"), cluster.Node("n2")), pods=_pods())
+    fake = SnapshotCluster(snap, clock=lambda: T0)
+    asg, found = FakeAutoscaling(), FakeDisruptions()
+    svc = service.Interruptions(
+        nodes=FakeNodes({I1: "n1"}),
+        disruptions=found,
+        autoscaling=asg,
+        events=fake,
+        view=PolicyView(fake, pol),
+        clock=lambda: T0,
+    )
+    return svc, asg, found, fake
+
+
+def _lifecycle(instance: str = I1, hook: str = "gg") -> interruptions.LifecycleAction:
+    body = msg.lifecycle_direct(group="ng", hook=hook, instance=instance, token=TOKEN, at=T0)
+    found = aws_events.parse(body)
+    assert isinstance(found, interruptions.LifecycleAction)
+    return found
+
+
+async def test_terminating_node_opens_a_held_voluntary_disruption() -> None:
+    svc, asg, found, _ = _service()
+    verdict = await svc.handle(_lifecycle())
+    assert verdict.disposition is service.Disposition.KEEP
+    request, hold = found.objects[verdict.request_id or ""]
+    assert request.node == "n1" and request.source == "asg-lifecycle"
+    assert request.disruption_class is disruption.DisruptionClass.VOLUNTARY
+    assert request.requested_at == T0
+    assert hold == interruptions.AsgHold(
+        group="ng",
+        hook="gg",
+        instance_id=I1,
+        token=TOKEN,
+        heartbeat_timeout=TIMEOUT,
+        cap=T0 + 100 * TIMEOUT,
+    )
+    assert request.deadline == hold.cap
+    assert asg.calls == []  # nothing completed: it is held
+
+
+async def test_redelivery_joins_and_a_done_disruption_releases_the_message() -> None:
+    svc, _, found, _ = _service()
+    first = await svc.handle(_lifecycle())
+    again = await svc.handle(_lifecycle())
+    assert len(found.objects) == 1
+    assert again.disposition is service.Disposition.KEEP and "joined" in again.message
+    found.phases[first.request_id or ""] = disruption.Phase.DONE
+    done = await svc.handle(_lifecycle())
+    assert done.disposition is service.Disposition.DELETE and "already Done" in done.message
+
+
+@pytest.mark.parametrize(
+    ("choice", "result"),
+    [
+        (policy.ForeignInstanceAction.CONTINUE, "CONTINUE"),
+        (policy.ForeignInstanceAction.ABANDON, "ABANDON"),
+    ],
+)
+async def test_an_instance_that_is_no_node_is_completed_per_policy_never_held(
+    choice: policy.ForeignInstanceAction, result: str
+) -> None:
+    svc, asg, found, _ = _service(dataclasses.replace(policy.DEFAULT, foreign_instance=choice))
+    verdict = await svc.handle(_lifecycle(instance=I2))
+    assert verdict.disposition is service.Disposition.DELETE
+    assert f"no node of this cluster: CompleteLifecycleAction {result}" in verdict.message
+    assert [(c[0], c[1].instance_id, c[2]) for c in asg.calls] == [("complete", I2, result)]
+    assert found.objects == {}
+    # Redelivered after it was completed: AWS has no action left; still deleted, nothing held.
+    again = await svc.handle(_lifecycle(instance=I2))
+    assert again.disposition is service.Disposition.DELETE and "already over" in again.message
+
+
+async def test_unknown_hook_is_retried_not_held() -> None:
+    svc, _, found, _ = _service()
+    verdict = await svc.handle(_lifecycle(hook="nope"))
+    assert verdict.disposition is service.Disposition.RETRY
+    assert "no lifecycle hook nope" in verdict.message and found.objects == {}
+
+
+async def test_spot_is_imminent_with_the_events_deadline() -> None:
+    svc, _, found, _ = _service()
+    event = aws_events.parse(msg.spot_warning(instance=I1, at=T0))
+    verdict = await svc.handle(event)
+    assert verdict.disposition is service.Disposition.DELETE
+    ((request, hold),) = found.objects.values()
+    assert request.disruption_class is disruption.DisruptionClass.IMMINENT
+    assert request.deadline == T0 + dt.timedelta(minutes=2) and hold is None
+
+
+async def test_rebalance_notice_tells_each_pod_of_the_node() -> None:
+    svc, _, found, fake = _service()
+    verdict = await svc.handle(aws_events.parse(msg.rebalance(instance=I1, at=T0)))
+    assert verdict.disposition is service.Disposition.DELETE and "2 told" in verdict.message
+    assert sorted((pod, reason) for pod, reason, _ in fake.events) == [
+        ("ml/serve", "ProposedEviction"),
+        ("ml/train", "ProposedEviction"),
+    ]
+    assert found.objects == {}
+
+
+async def test_rebalance_drain_and_ignore() -> None:
+    event = aws_events.parse(msg.rebalance(instance=I1, at=T0))
+    svc, _, found, fake = _service(
+        dataclasses.replace(policy.DEFAULT, rebalance=policy.RebalanceAction.DRAIN)
+    )
+    await svc.handle(event)
+    ((request, _),) = found.objects.values()
+    assert request.source == "ec2-rebalance" and request.deadline is None
+    svc, _, found, fake = _service(
+        dataclasses.replace(policy.DEFAULT, rebalance=policy.RebalanceAction.IGNORE)
+    )
+    verdict = await svc.handle(event)
+    assert "ignored" in verdict.message and found.objects == {} and fake.events == []
+
+
+async def test_scheduled_retirement_is_voluntary_until_its_start() -> None:
+    svc, _, found, _ = _service()
+    start = T0 + dt.timedelta(days=7)
+    event = aws_events.parse(msg.health_scheduled(instances=[I1, I2], start=start, at=T0))
+    verdict = await svc.handle(event)
+    assert f"{I2}: no node of ours" in verdict.message
+    ((request, _),) = found.objects.values()
+    assert request.disruption_class is disruption.DisruptionClass.VOLUNTARY
+    assert request.deadline == start and request.source == "aws-health"
+
+
+async def test_unreadable_is_left_for_the_dead_letter_queue() -> None:
+    svc, _, _, _ = _service()
+    verdict = await svc.handle(aws_events.parse("{oops"))
+    assert verdict.disposition is service.Disposition.LEAVE
+    assert verdict.message.startswith("refused: <body>: not JSON")
+
+
+# ---- the hold keeper ----
+
+
+class FakeRecords:
+    def __init__(self, hold: interruptions.AsgHold) -> None:
+        self.hold = hold
+        self.last: dict[str, dt.datetime] = {}
+
+    async def hold_of(self, *, request_id: str) -> interruptions.AsgHold:
+        return self.hold
+
+    async def record_heartbeat(self, *, request_id: str, at: dt.datetime) -> None:
+        self.last[request_id] = at
+
+
+HOLD = interruptions.AsgHold("ng", "gg", I1, TOKEN, TIMEOUT, T0 + 100 * TIMEOUT)
+
+
+async def test_keeper_heartbeats_records_and_does_not_resend_at_once() -> None:
+    now = [T0]
+    asg, records = FakeAutoscaling(), FakeRecords(HOLD)
+    keeper = holds.AsgHoldKeeper(autoscaling=asg, records=records, clock=lambda: now[0])
+    await keeper.heartbeat(request_id="r", node="n1")
+    now[0] += dt.timedelta(seconds=5)  # the engine's cache lagged: asked again
+    await keeper.heartbeat(request_id="r", node="n1")
+    assert [c[0] for c in asg.calls] == ["heartbeat"]
+    assert records.last["r"] == T0
+    now[0] = T0 + TIMEOUT / 2
+    await keeper.heartbeat(request_id="r", node="n1")
+    assert [c[0] for c in asg.calls] == ["heartbeat", "heartbeat"]
+    assert records.last["r"] == T0 + TIMEOUT / 2
+    await keeper.release(request_id="r", node="n1")
+    assert asg.calls[-1][0] == "complete" and asg.calls[-1][2] == "CONTINUE"
+    # A second release (a new leader after a crash before Done): AWS has no action; no error.
+    await keeper.release(request_id="r", node="n1")
+    assert [c[0] for c in asg.calls].count("complete") == 1
+
+
+async def test_keeper_stops_heartbeating_a_hold_aws_forgot() -> None:
+    asg, records = FakeAutoscaling(), FakeRecords(HOLD)
+    asg.gone.add(TOKEN)
+    keeper = holds.AsgHoldKeeper(autoscaling=asg, records=records, clock=lambda: T0)
+    await keeper.heartbeat(request_id="r", node="n1")
+    await keeper.heartbeat(request_id="r", node="n1")
+    assert asg.calls == [] and records.last == {}
+
+
+# ---- the queue worker ----
+
+
+class FakeQueue:
+    def __init__(self, messages: Sequence[ports.QueueMessage]) -> None:
+        self.pending = list(messages)
+        self.deleted: list[str] = []
+        self.extended: list[tuple[str, int]] = []
+
+    async def receive(
+        self, *, max_messages: int, wait_seconds: int, visibility_seconds: int
+    ) -> Sequence[ports.QueueMessage]:
+        batch, self.pending = self.pending[:max_messages], self.pending[max_messages:]
+        return batch
+
+    async def delete(self, *, receipt: str) -> None:
+        self.deleted.append(receipt)
+
+    async def extend(self, *, receipt: str, seconds: int) -> None:
+        self.extended.append((receipt, seconds))
+
+
+async def test_worker_keeps_a_held_message_until_its_disruption_is_done() -> None:
+    svc, _, found, _ = _service()
+    body = msg.lifecycle_direct(group="ng", hook="gg", instance=I1, token=TOKEN, at=T0)
+    messages = [
+        ports.QueueMessage("m1", body, "r1", 1),
+        ports.QueueMessage("m2", msg.test_notification(group="ng", at=T0), "r2", 1),
+        ports.QueueMessage("m3", "{bad", "r3", 3),
+    ]
+    queue = FakeQueue(messages)
+    clock = [0.0]
+    worker = aws_queue.QueueWorker(
+        queue=queue,
+        interruptions=svc,
+        disruptions=found,
+        leadership=Leader(),
+        check_seconds=60,
+        monotonic=lambda: clock[0],
+    )
+    assert await worker.poll_once() == 3
+    assert queue.deleted == ["r2"]  # the test notification
+    assert queue.extended == [("r3", 0)]  # unreadable: visible again, for the DLQ
+    assert set(worker.tracked) == {"m1"}
+    clock[0] = 61
+    await worker.settle_tracked()
+    assert queue.extended[-1] == ("r1", aws_queue.VISIBILITY_SECONDS) and "r1" not in queue.deleted
+    (request_id,) = found.phases
+    found.phases[request_id] = disruption.Phase.DONE
+    clock[0] = 122
+    await worker.settle_tracked()
+    assert queue.deleted == ["r2", "r1"] and worker.tracked == {}
+
+
+async def test_worker_retries_a_failed_call_with_backoff() -> None:
+    svc, _, found, _ = _service()
+
+    async def broken(request: object, *, hold: object) -> bool:
+        raise RuntimeError("apiserver unavailable")
+
+    found.open = broken  # type: ignore[method-assign]
+    body = msg.spot_warning(instance=I1, at=T0)
+    queue = FakeQueue([ports.QueueMessage("m", body, "r", 3)])
+    worker = aws_queue.QueueWorker(
+        queue=queue, interruptions=svc, disruptions=found, leadership=Leader()
+    )
+    verdict = await worker.handle(queue.pending[0])
+    assert verdict.disposition is service.Disposition.RETRY
+    assert "apiserver unavailable" in verdict.message
+    assert queue.extended == [("r", aws_queue.RETRY_BASE_SECONDS * 4)] and queue.deleted == []
+
+
+# ---- a 6-hour drain behind a 300 s heartbeat timeout, on a simulated clock ----
+
+
+class HeldView(FakeView):
+    """The open requests with ``status.hold.lastHeartbeat`` as the keeper recorded it."""
+
+    def __init__(
+        self,
+        fake: SnapshotCluster,
+        requests: list[disruption.DisruptionRequest],
+        records: FakeRecords,
+    ) -> None:
+        super().__init__(fake, requests)  # type: ignore[arg-type]
+        self.records = records
+
+    def requests(self) -> list[disruption.DisruptionRequest]:
+        found = []
+        for r in super().requests():
+            last = self.records.last.get(r.id)
+            if r.hold is not None and last is not None:
+                r = dataclasses.replace(r, hold=dataclasses.replace(r.hold, last_heartbeat=last))  # noqa: PLW2901
+            found.append(r)
+        return found
+
+
+async def test_a_six_hour_drain_gets_heartbeats_no_more_than_half_the_timeout_apart() -> None:
+    now = [T0]
+    pod = cluster.Pod(
+        "ml",
+        "train",
+        node="n1",
+        start_time=T0,
+        grace_seconds=60,
+        annotations={ann.MIN_RUNTIME: "6h"},
+    )
+    fake = SnapshotCluster(
+        cluster.Snapshot(nodes=(cluster.Node("n1"),), pods=(pod,)), clock=lambda: now[0]
+    )
+    hold = disruption.Hold(heartbeat_timeout=TIMEOUT, last_heartbeat=T0, cap=HOLD.cap)
+    request = disruption.DisruptionRequest(
+        id="asg",
+        node="n1",
+        source="asg-lifecycle",
+        disruption_class=disruption.DisruptionClass.VOLUNTARY,
+        requested_at=T0,
+        deadline=HOLD.cap,
+        hold=hold,
+    )
+    records = FakeRecords(HOLD)
+    asg = FakeAutoscaling()
+    sent: list[dt.datetime] = []
+    real = asg.record_heartbeat
+
+    async def timed(*, action: interruptions.ActionRef) -> None:
+        await real(action=action)
+        sent.append(now[0])
+
+    asg.record_heartbeat = timed  # type: ignore[method-assign]
+    keeper = holds.AsgHoldKeeper(autoscaling=asg, records=records, clock=lambda: now[0])
+    ctl = loop.Controller(
+        view=HeldView(fake, [request], records),
+        leadership=Leader(),
+        executor=executor.Executor(cluster=fake, holds=keeper),
+        clock=lambda: now[0],
+    )
+    steps = 0
+    while "asg" not in fake.completed and steps < 2000:
+        steps += 1
+        wake = await ctl.reconcile_once()
+        # the kubelet: an evicted pod is gone after its grace period
+        fake.snapshot = dataclasses.replace(
+            fake.snapshot,
+            pods=tuple(
+                p
+                for p in fake.snapshot.pods
+                if p.deleting_since is None or now[0] - p.deleting_since < p.grace
+            ),
+        )
+        step = loop.RESYNC if wake is None else max(wake - now[0], dt.timedelta(seconds=0.1))
+        now[0] += min(step, loop.RESYNC)
+    assert "asg" in fake.completed
+    assert now[0] - T0 > dt.timedelta(hours=6)
+    beats = [T0, *sent]
+    worst = max(b - a for a, b in itertools.pairwise(beats))
+    assert worst <= TIMEOUT / 2, worst
+    assert len(sent) >= 6 * 3600 // 150
+    completes = [c for c in asg.calls if c[0] == "complete"]
+    assert len(completes) == 1 and completes[0][2] == "CONTINUE"
