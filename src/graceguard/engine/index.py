@@ -1,27 +1,97 @@
 """The snapshot indexed for planning: pods by node, budgets by namespace, workload floors.
 
-Built once per snapshot in one pass over the pods; re-planning one node then touches only that
-node's pods and the budgets that cover them.
+Each part is built on first use, in one pass over the pods, and kept for the snapshot's life:
+re-planning one node then touches only that node's pods and the budgets that cover them, and a
+reconcile with no disruption open (the common case) never groups the pods at all.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from collections import defaultdict
 
 from graceguard.domain import budgets, cluster, policy
 from graceguard.domain.protection import AnnotationWarning
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
 class ClusterIndex:
-    snapshot: cluster.Snapshot
-    nodes: dict[str, cluster.Node]
-    pods_by_node: dict[str, list[cluster.Pod]]
-    pdbs_by_namespace: dict[str, list[cluster.PodDisruptionBudget]]
-    floors: dict[str, budgets.Floor]
-    """Workload key -> its floor, for workloads under a floor."""
-    workload_warnings: dict[str, AnnotationWarning]
+    """One snapshot under one policy, indexed lazily (read-only once built)."""
+
+    __slots__ = ("_by_node", "_floors", "_nodes", "_pdbs", "_warnings", "pol", "snapshot")
+
+    def __init__(self, snapshot: cluster.Snapshot, pol: policy.Policy) -> None:
+        self.snapshot = snapshot
+        self.pol = pol
+        self._nodes: dict[str, cluster.Node] | None = None
+        self._by_node: dict[str, list[cluster.Pod]] | None = None
+        self._pdbs: dict[str, list[cluster.PodDisruptionBudget]] | None = None
+        self._floors: dict[str, budgets.Floor] | None = None
+        self._warnings: dict[str, AnnotationWarning] | None = None
+
+    @property
+    def nodes(self) -> dict[str, cluster.Node]:
+        if self._nodes is None:
+            self._nodes = {n.name: n for n in self.snapshot.nodes}
+        return self._nodes
+
+    @property
+    def pods_by_node(self) -> dict[str, list[cluster.Pod]]:
+        if self._by_node is None:
+            by_node: dict[str, list[cluster.Pod]] = defaultdict(list)
+            for pod in self.snapshot.pods:
+                if pod.node is not None:
+                    by_node[pod.node].append(pod)
+            self._by_node = dict(by_node)
+        return self._by_node
+
+    @property
+    def pdbs_by_namespace(self) -> dict[str, list[cluster.PodDisruptionBudget]]:
+        if self._pdbs is None:
+            pdbs: dict[str, list[cluster.PodDisruptionBudget]] = defaultdict(list)
+            for pdb in self.snapshot.budgets:
+                pdbs[pdb.namespace].append(pdb)
+            self._pdbs = dict(pdbs)
+        return self._pdbs
+
+    @property
+    def floors(self) -> dict[str, budgets.Floor]:
+        """Workload key -> its floor, for workloads under a floor."""
+        if self._floors is None:
+            self._build_floors()
+            assert self._floors is not None
+        return self._floors
+
+    @property
+    def workload_warnings(self) -> dict[str, AnnotationWarning]:
+        if self._warnings is None:
+            self._build_floors()
+            assert self._warnings is not None
+        return self._warnings
+
+    def _build_floors(self) -> None:
+        healthy: dict[str, int] = defaultdict(int)
+        running = cluster.PodPhase.RUNNING
+        for pod in self.snapshot.pods:
+            # pod.healthy, inlined: this loop runs once per pod of the cluster.
+            if (
+                pod.workload is not None
+                and pod.ready
+                and pod.deleting_since is None
+                and pod.phase is running
+            ):
+                healthy[pod.workload.key] += 1
+        floors: dict[str, budgets.Floor] = {}
+        warnings: dict[str, AnnotationWarning] = {}
+        for workload in self.snapshot.workloads:
+            floor, warning = budgets.workload_floor(
+                workload,
+                default=self.pol.default_min_available,
+                current_healthy=healthy.get(workload.ref.key, 0),
+            )
+            if warning is not None:
+                warnings[workload.ref.key] = warning
+            if floor is not None:
+                floors[workload.ref.key] = floor
+        self._floors, self._warnings = floors, warnings
 
     def pdbs_for(self, pod: cluster.Pod) -> list[cluster.PodDisruptionBudget]:
         return [
@@ -44,34 +114,4 @@ class ClusterIndex:
 
 
 def build(snapshot: cluster.Snapshot, pol: policy.Policy) -> ClusterIndex:
-    nodes = {n.name: n for n in snapshot.nodes}
-    by_node: dict[str, list[cluster.Pod]] = defaultdict(list)
-    healthy: dict[str, int] = defaultdict(int)
-    running = cluster.PodPhase.RUNNING
-    for pod in snapshot.pods:
-        if pod.node is not None:
-            by_node[pod.node].append(pod)
-        # pod.healthy, inlined: this loop runs once per pod of the cluster.
-        if (
-            pod.workload is not None
-            and pod.ready
-            and pod.deleting_since is None
-            and pod.phase is running
-        ):
-            healthy[pod.workload.key] += 1
-    pdbs: dict[str, list[cluster.PodDisruptionBudget]] = defaultdict(list)
-    for pdb in snapshot.budgets:
-        pdbs[pdb.namespace].append(pdb)
-    floors: dict[str, budgets.Floor] = {}
-    warnings: dict[str, AnnotationWarning] = {}
-    for workload in snapshot.workloads:
-        floor, warning = budgets.workload_floor(
-            workload,
-            default=pol.default_min_available,
-            current_healthy=healthy.get(workload.ref.key, 0),
-        )
-        if warning is not None:
-            warnings[workload.ref.key] = warning
-        if floor is not None:
-            floors[workload.ref.key] = floor
-    return ClusterIndex(snapshot, nodes, dict(by_node), dict(pdbs), floors, warnings)
+    return ClusterIndex(snapshot, pol)

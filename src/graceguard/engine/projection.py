@@ -16,13 +16,18 @@ class ProtectionReader:
     """Reads pods' protection under one policy's limits, memoising by annotation values.
 
     Pods stamped from one template share their annotations, so a cluster of 300,000 pods has few
-    distinct sets; the memo keeps the scan to a dictionary lookup per pod.
+    distinct sets; the memo keeps the scan to a dictionary lookup per pod. ``project`` also keeps,
+    from one pass to the next, what each pod object with watched annotations projects (pod
+    objects are immutable: a changed pod is a new object).
     """
 
     def __init__(self, limits: protection.Limits) -> None:
         self.limits = limits
         self._specs: dict[tuple[tuple[str, str], ...], protection.ProtectionSpec] = {}
         self.unprotected = protection.ProtectionSpec((), limits.notice_lead, ())
+        self.watched: dict[int, _Watched] = {}
+        """``id(pod)`` -> what that pod projects; the entry holds the pod, so the id stays its.
+        Entries of pods gone or changed are dropped once they outnumber the pods of a pass."""
 
     def spec(self, pod: cluster.Pod) -> protection.ProtectionSpec:
         annotations = pod.annotations
@@ -42,6 +47,49 @@ class ProtectionReader:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class _Watched:
+    """What one pod object with watched annotations projects, whatever the time."""
+
+    pod: cluster.Pod
+    warnings: tuple[act.Action, ...]
+    until: dt.datetime | None
+    """When its protection ends, if it asks for any, has started and is neither finished nor
+    terminating (protection is projected onto it while it lasts)."""
+    unstarted: dt.timedelta | None
+    """The same for a pod not started yet: its protection's length, counted from now."""
+    protect: act.Action | None
+    """What projecting its protection takes (``None``: nothing to add)."""
+    retract: act.Action | None
+    """What retracting it takes (``None``: nothing graceguard projected)."""
+
+
+def _watched(pod: cluster.Pod, reader: ProtectionReader) -> _Watched:
+    annotations = pod.annotations
+    spec = reader.spec(pod)
+    pod_ref = ref(pod)
+    projected_raw = annotations.get(ann.PROJECTED)
+    projected = tuple(projected_raw.split(",")) if projected_raw else ()
+    offsets = [o.offset for o in spec.offsets if o.offset is not None]
+    longest = max(offsets) if offsets and not pod.finished and not pod.terminating else None
+    start = pod.start_time
+    add = tuple(
+        (key, value)
+        for key, value in ann.PROJECTION
+        if key not in projected and key not in annotations
+    )
+    return _Watched(
+        pod=pod,
+        warnings=tuple(act.WarnAnnotation(pod_ref, w) for w in spec.warnings),
+        until=start + longest if longest is not None and start is not None else None,
+        unstarted=longest if start is None else None,
+        protect=act.ProjectProtection(pod_ref, add, (*projected, *(k for k, _ in add)))
+        if add
+        else None,
+        retract=act.RetractProtection(pod_ref, projected) if projected else None,
+    )
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class ProjectionResult:
     actions: tuple[act.Action, ...]
     next_wakeup: dt.datetime | None
@@ -52,7 +100,7 @@ def ref(pod: cluster.Pod) -> act.PodRef:
     return act.PodRef(pod.namespace, pod.name, pod.uid)
 
 
-def project(
+def project(  # noqa: C901 - one loop over every pod, kept inline (it runs per pod per reconcile)
     pods: Iterable[cluster.Pod],
     reader: ProtectionReader,
     now: dt.datetime,
@@ -65,33 +113,38 @@ def project(
     out: list[act.Action] = []
     wake: dt.datetime | None = None
     protected = 0
-    watched = ann.WATCHED
+    watched_keys = ann.WATCHED
+    blocked_since = ann.BLOCKED_SINCE
+    memo = reader.watched
+    hits: list[_Watched] = []
     for pod in pods:
         annotations = pod.annotations
         if (
-            pod.notice_stage is not None or ann.BLOCKED_SINCE in annotations
+            pod.notice_stage is not None or blocked_since in annotations
         ) and pod.node not in disrupted_nodes:
             out.append(act.WithdrawNotice(ref(pod)))
-        if not annotations or annotations.keys().isdisjoint(watched):
+        if not annotations:
             continue
-        projected_raw = annotations.get(ann.PROJECTED)
-        spec = reader.spec(pod)
-        for warning in spec.warnings:
-            out.append(act.WarnAnnotation(ref(pod), warning))
-        until = spec.until(pod.start_time, now)
-        projected = tuple(projected_raw.split(",")) if projected_raw else ()
-        if until is not None and until > now and not pod.finished and not pod.terminating:
+        key = id(pod)
+        entry = memo.get(key)
+        if entry is None or entry.pod is not pod:
+            if annotations.keys().isdisjoint(watched_keys):
+                continue
+            entry = memo[key] = _watched(pod, reader)
+        hits.append(entry)
+        if entry.warnings:
+            out.extend(entry.warnings)
+        until = entry.until
+        if until is None and entry.unstarted is not None:
+            until = now + entry.unstarted
+        if until is not None and until > now:
             protected += 1
             if wake is None or until < wake:
                 wake = until
-            add = tuple(
-                (key, value)
-                for key, value in ann.PROJECTION
-                if key not in projected and key not in annotations
-            )
-            if add:
-                keys = (*projected, *(key for key, _ in add))
-                out.append(act.ProjectProtection(ref(pod), add, keys))
-        elif projected:
-            out.append(act.RetractProtection(ref(pod), projected))
+            if entry.protect is not None:
+                out.append(entry.protect)
+        elif entry.retract is not None:
+            out.append(entry.retract)
+    if len(memo) > 2 * len(hits) + 64:
+        reader.watched = {id(entry.pod): entry for entry in hits}  # forget pods gone or changed
     return ProjectionResult(tuple(out), wake, protected)

@@ -62,7 +62,7 @@ class SimCluster:
         return self.world.pod(ref.key)
 
     def _changed(self, pod: SimPod) -> None:
-        pod.kube = None
+        self.world.rewritten(pod)
         self.changes += 1
 
     async def post_event(

@@ -66,14 +66,33 @@ class Controller:
         self.wake: dt.datetime | None = None
         self.violations: list[Violation] = []
         self.reconciles = 0
+        self._seen: tuple[object, ...] | None = None
+        """What the last reconcile that changed nothing was shown (see ``step``)."""
 
     def step(self, now: dt.datetime) -> bool:
-        """Reconcile once at ``now`` and carry out the actions; True if the world changed."""
+        """Reconcile once at ``now`` and carry out the actions; True if the world changed.
+
+        A reconcile shown exactly what the last one was shown, at the same instant, is skipped
+        when that one changed nothing: the engine is a function of what it is shown, so it would
+        return the same actions (none that change anything) and the same wake-up. The pods and
+        nodes are compared by identity (the world keeps each one's object until it changes)."""
         world = self.world
         snapshot = dataclasses.replace(
             world.snapshot(now), window_evictions=dict(self.executor.window_evictions)
         )
         requests = {r.request.id: r.request for r in world.requests.values()}
+        seen = (
+            now,
+            snapshot.pods,
+            snapshot.nodes,
+            snapshot.budgets,
+            snapshot.workloads,
+            snapshot.window_evictions,
+            tuple(requests.values()),
+        )
+        if seen == self._seen:
+            return False
+        self._seen = None
         result = reconciler.reconcile(
             snapshot=snapshot,
             requests=list(requests.values()),
@@ -84,6 +103,7 @@ class Controller:
         self.reconciles += 1
         self.wake = result.next_wakeup
         if not result.actions:
+            self._seen = seen
             return False
         before = self.cluster.changes
         outcomes = self.loop.run(self.executor.run(result.actions, now=now))

@@ -18,6 +18,7 @@ import bisect
 import dataclasses
 import datetime as dt
 import enum
+import operator
 from collections.abc import Callable
 from typing import Protocol
 
@@ -27,6 +28,10 @@ from graceguard.sim.duetimes import DueTimes
 from graceguard.sim.marks import Mark, MarkKind
 from graceguard.sim.pods import End, SimNode, SimPod
 from graceguard.sim.scenario import PodSpec, Scenario
+
+_SERVED = operator.attrgetter("kube")
+"""A running pod's API object (``World.snapshot`` builds the ones dropped first: a pod starts
+running through ``changed``)."""
 
 REPLACEMENT_DELAY = dt.timedelta(seconds=30)
 """From a pod's end (or its termination, for a Deployment's service) to its replacement running:
@@ -120,6 +125,13 @@ class World:
         self._budgets: tuple[int, tuple[cluster.PodDisruptionBudget, ...]] | None = None
         self._running: list[SimPod] | None = None
         """A copy of ``_running_now`` handed out until the running pods change."""
+        self._pods_version = 0
+        """Bumped whenever a pod's API object is dropped (``changed``, ``rewritten``)."""
+        self._dropped: list[SimPod] = []
+        """The pods whose API object was dropped since the last snapshot."""
+        self._api_pods: tuple[int, list[SimPod], tuple[cluster.Pod, ...]] | None = None
+        """The running pods as the API server serves them, as of (``_pods_version``, the
+        ``running_pods`` list then)."""
         self._active: list[SimPod] | None = None
         """The pods not ended yet (waiting to start or running)."""
         self._clients_of: list[SimPod] = [p for p in self.pods if p.spec.uses is not None]
@@ -271,6 +283,14 @@ class World:
         """A pod started, was asked to stop, ended, or got new annotations."""
         pod.kube = None
         self.generation += 1
+        self._pods_version += 1
+        self._dropped.append(pod)
+
+    def rewritten(self, pod: SimPod) -> None:
+        """graceguard wrote to a pod (annotations, a condition): the API serves a new object."""
+        pod.kube = None
+        self._pods_version += 1
+        self._dropped.append(pod)
 
     def pod(self, key: str) -> SimPod | None:
         namespace, _, name = key.partition("/")
@@ -596,10 +616,18 @@ class World:
             api = tuple(self.kube_node(n) for n in alive)
             seen = self._api_nodes = (alive, [dict(a) for a in notes], api)
         nodes = seen[2]
-        kube_pod = self.kube_pod
+        running = self.running_pods()
+        pods = self._api_pods
+        if pods is None or pods[0] != self._pods_version or pods[1] is not running:
+            for pod in self._dropped:
+                if pod.running and pod.kube is None:
+                    self.kube_pod(pod)
+            self._dropped = []
+            served: tuple[cluster.Pod, ...] = tuple(map(_SERVED, running))
+            pods = self._api_pods = (self._pods_version, running, served)
         return cluster.Snapshot(
             nodes=nodes,
-            pods=tuple([p.kube if p.kube is not None else kube_pod(p) for p in self._running_now]),
+            pods=pods[2],
             budgets=self.budgets(),
             workloads=self._workloads,
         )
