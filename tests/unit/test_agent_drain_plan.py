@@ -8,7 +8,8 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 
-from graceguard.domain import cluster, disruption, policy
+from graceguard.domain import annotations as ann
+from graceguard.domain import cluster, disruption, policy, times
 from graceguard.engine import actions as act
 from graceguard.engine import reconciler
 
@@ -54,7 +55,9 @@ def _shutdown(deadline: dt.timedelta) -> disruption.DisruptionRequest:
     )
 
 
-def _evicted_at(deadline: dt.timedelta) -> dict[str, dt.timedelta]:
+def _evicted_at(
+    deadline: dt.timedelta, pol: policy.Policy = policy.DEFAULT
+) -> dict[str, dt.timedelta]:
     """Step the engine second by second over the deadline; the pods as the cluster would show
     them (an evicted pod terminating); when each eviction was asked, from the request."""
     request = _shutdown(deadline)
@@ -62,11 +65,24 @@ def _evicted_at(deadline: dt.timedelta) -> dict[str, dt.timedelta]:
     asked: dict[str, dt.timedelta] = {}
     for second in range(int(deadline.total_seconds()) + 1):
         now = T0 + dt.timedelta(seconds=second)
+        pods = {  # a pod asked to stop is gone after its grace (it uses all of it)
+            n: p
+            for n, p in pods.items()
+            if p.deleting_since is None or now < p.deleting_since + p.grace
+        }
         snap = cluster.Snapshot(nodes=(cluster.Node(NODE),), pods=tuple(pods.values()))
-        result = reconciler.reconcile(
-            snapshot=snap, requests=[request], pol=policy.DEFAULT, now=now
-        )
+        result = reconciler.reconcile(snapshot=snap, requests=[request], pol=pol, now=now)
         for action in result.actions:
+            if isinstance(action, act.PostNotice):  # as the controller writes a notice
+                told = action.notice
+                pods[action.pod.name] = dataclasses.replace(
+                    pods[action.pod.name],
+                    notice_stage=told.reason.value,
+                    annotations={
+                        ann.EVICTION_AT: times.format_time(told.eviction_at),
+                        ann.EVICTION_REASON: told.source,
+                    },
+                )
             if isinstance(action, act.Evict | act.ForceDelete):
                 name = action.pod.name
                 asked.setdefault(name, now - T0)
@@ -125,3 +141,19 @@ def test_a_pod_merely_labelled_like_the_agent_is_still_covered() -> None:
     drained like any other."""
     impostor = _pod("impostor", grace=5, labels=AGENT_LABELS)
     assert _shutdown(dt.timedelta(seconds=30)).covers(impostor)
+
+
+def test_with_time_to_spare_critical_pods_wait_until_regular_ones_are_gone() -> None:
+    """A short notice lead and a long deadline: the regular pods are asked after their notice,
+    and the critical and DaemonSet pods only once the regular ones are gone (their grace used),
+    as kubelet's ``shutdownGracePeriodByPodPriority`` orders the groups; a logging DaemonSet
+    thus outlives the pods whose logs it ships."""
+    pol = dataclasses.replace(policy.DEFAULT, notice_lead=dt.timedelta(seconds=4))
+    asked = _evicted_at(dt.timedelta(seconds=120), pol)
+    regular_gone = max(
+        asked["job"] + dt.timedelta(seconds=10), asked["web"] + dt.timedelta(seconds=8)
+    )
+    assert asked["job"] <= dt.timedelta(seconds=6)  # after the notice lead, not held back
+    assert asked["dns"] >= regular_gone
+    assert asked["logs"] >= regular_gone
+    assert asked["logs"] + dt.timedelta(seconds=5) <= dt.timedelta(seconds=120)

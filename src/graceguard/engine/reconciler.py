@@ -168,10 +168,9 @@ def _urgency(r: disruption.DisruptionRequest) -> tuple[int, dt.datetime, dt.date
 
 class _NodePlanner:
     """One node's plan: which of its pods the requests cover, in which priority phase, when each
-    goes, and what to do now. Phases run in order: without a deadline a phase waits until the
-    earlier ones are gone (expected by ``not_before``); under a deadline until they have been
-    asked to stop (``asked_by``), unless its own last moment comes first (the reserve in
-    ``phase_end``), as kubelet's ``shutdownGracePeriodByPodPriority`` does."""
+    goes, and what to do now. Phases run in order: a phase waits until the earlier ones are
+    gone (expected by ``not_before``); under a deadline no later than its own last moment (the
+    reserve in ``phase_end``), as kubelet's ``shutdownGracePeriodByPodPriority`` does."""
 
     def __init__(
         self,
@@ -196,10 +195,7 @@ class _NodePlanner:
         self.wake = _Wake()
         self.deadline = self.lead.effective_deadline
         self.earlier_live = 0
-        self.earlier_waiting = 0
-        """Earlier-phase pods not asked yet (waiting or blocked)."""
         self.not_before: dt.datetime | None = None
-        self.asked_by: dt.datetime | None = None
         self.completed: set[str] = set()
 
     def plan(self) -> None:
@@ -277,8 +273,6 @@ class _NodePlanner:
 
     def _plan_phase(self, k: int, pods: list[cluster.Pod], phase_end: dt.datetime | None) -> None:
         expected_end: dt.datetime | None = None
-        phase_asked: dt.datetime | None = None
-        waiting = 0
         for pod in sorted(pods, key=lambda p: (p.priority, p.namespace, p.name)):
             plan = self._plan_pod(pod, k, phase_end)
             self.plans.append(plan)
@@ -288,16 +282,10 @@ class _NodePlanner:
             else:
                 assert plan.eviction_at is not None
                 end = plan.eviction_at + pod.grace
-                phase_asked = max(phase_asked or plan.eviction_at, plan.eviction_at)
             expected_end = max(expected_end or end, end)
-            if plan.status in (PlanStatus.WAITING, PlanStatus.BLOCKED):
-                waiting += 1
         self.earlier_live += len(pods)
-        self.earlier_waiting += waiting
         if expected_end is not None:
             self.not_before = max(self.not_before or expected_end, expected_end)
-        if phase_asked is not None:
-            self.asked_by = max(self.asked_by or phase_asked, phase_asked)
 
     def _plan_pod(self, pod: cluster.Pod, k: int, phase_end: dt.datetime | None) -> PodPlan:
         lead = self.lead
@@ -314,7 +302,7 @@ class _NodePlanner:
                 pol=self.pol,
                 now=self.now,
                 phase_end=phase_end,
-                not_before=self.not_before if self.deadline is None else self.asked_by,
+                not_before=self.not_before,
                 used_windows=_used(self.idx.snapshot, pod),
             )
             self._notify(pod, ref, d)
@@ -356,7 +344,7 @@ class _NodePlanner:
     def _phase_blocked(self, d: decision.PodDecision) -> bool:
         if self.deadline is None:
             return self.earlier_live > 0
-        return self.earlier_waiting > 0 and d.latest is not None and self.now < d.latest
+        return self.earlier_live > 0 and d.latest is not None and self.now < d.latest
 
     def _act_on_due_pod(
         self, pod: cluster.Pod, ref: act.PodRef, d: decision.PodDecision
