@@ -111,6 +111,12 @@ class Executor:
                 return "noticed"
             case act.WithdrawNotice(pod=pod):
                 await c.clear_notice(pod=pod)
+                await c.post_event(
+                    pod=pod,
+                    reason="EvictionWithdrawn",
+                    message="The eviction graceguard announced is withdrawn: the disruption of "
+                    "its node ended without it (cancelled, or gone)",
+                )
                 return "withdrawn"
             case act.MarkBlocked():
                 return await self._mark_blocked(action)
