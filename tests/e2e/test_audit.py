@@ -11,19 +11,23 @@ from __future__ import annotations
 
 import json
 import pathlib
+import subprocess
+import sys
 from collections.abc import Iterator
 from typing import Any
 
+import boto3
 import pytest
 import yaml
 from lightkube import Client
 from lightkube.resources.core_v1 import Pod
 
 import controlplane
+import motoserver
 
 from . import graceguard_proc as gg
 from .conftest import NodeFactory
-from .kube import IMAGE, is_running_ready, wait_until
+from .kube import IMAGE, is_running_ready, kwok_node, wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -369,3 +373,86 @@ def test_an_unreachable_api_server_is_one_line(tmp_path: pathlib.Path) -> None:
     assert done.stdout == ""
     (line,) = done.stderr.splitlines()
     assert line.startswith("graceguard: cannot reach the API server")
+
+
+@pytest.fixture(scope="module")
+def moto() -> Iterator[motoserver.MotoServer]:
+    with motoserver.running_moto() as server:
+        yield server
+
+
+def test_audit_aws_finds_the_groups_behind_kwok_nodes(
+    control_plane: controlplane.ControlPlane,
+    kube: Client,
+    namespace: str,
+    moto: motoserver.MotoServer,
+) -> None:
+    """``graceguard audit aws`` end to end: kwok nodes whose ``spec.providerID`` names instances
+    of Auto Scaling groups in moto. moto answers every lifecycle hook's NotificationTargetARN as
+    ``arn:aws:sqs:us-east-1:123456789012:my-queue`` (hard-coded in moto 5.2.5), so the
+    controller's queue is made with that name: the hooked group's hook is then read, truly, as
+    sending to the controller's queue. The pgbouncer group (two AZs, AZRebalance on, no hook) is
+    found; the hooked one is not; an AWS endpoint that does not answer is one line, exit 2."""
+    moto.reset()
+    env = {**gg.env(control_plane.kubeconfig), **moto.env()}
+    session = boto3.session.Session(
+        aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
+        region_name=moto.region,
+    )
+    autoscaling = session.client("autoscaling", endpoint_url=moto.endpoint)
+    sqs = session.client("sqs", endpoint_url=moto.endpoint)
+    queue = sqs.create_queue(QueueName="my-queue")["QueueUrl"]
+    autoscaling.create_launch_configuration(
+        LaunchConfigurationName="lc", ImageId="ami-12c6146b", InstanceType="t3.micro"
+    )
+    groups = {"pgbouncer": ["us-east-1a", "us-east-1b"], "hooked": ["us-east-1a", "us-east-1b"]}
+    for group, zones in groups.items():
+        autoscaling.create_auto_scaling_group(
+            AutoScalingGroupName=f"{namespace}-{group}",
+            LaunchConfigurationName="lc",
+            MinSize=1,
+            MaxSize=1,
+            DesiredCapacity=1,
+            AvailabilityZones=zones,
+        )
+    autoscaling.put_lifecycle_hook(
+        LifecycleHookName="drain",
+        AutoScalingGroupName=f"{namespace}-hooked",
+        LifecycleTransition="autoscaling:EC2_INSTANCE_TERMINATING",
+        HeartbeatTimeout=3600,
+    )
+    for group in groups:
+        (found_group,) = autoscaling.describe_auto_scaling_groups(
+            AutoScalingGroupNames=[f"{namespace}-{group}"]
+        )["AutoScalingGroups"]
+        (instance,) = found_group["Instances"]
+        node = kwok_node(f"{namespace}-{group}", namespace=namespace)
+        assert node.spec is not None
+        node.spec.providerID = f"aws:///{instance['AvailabilityZone']}/{instance['InstanceId']}"
+        kube.create(node)
+
+    def audit_aws(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "graceguard.cli.main", "audit", "aws", *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+
+    done = audit_aws("--aws-queue", queue, "--aws-endpoint", moto.endpoint, "-o", "json")
+    assert done.returncode == 1, done.stderr
+    found = {
+        (f["check"], f["name"])
+        for f in json.loads(done.stdout)["findings"]
+        if f["name"].startswith(namespace)
+    }
+    assert found == {("asg-az-rebalance-unhooked", f"{namespace}-pgbouncer")}
+
+    down = audit_aws("--aws-endpoint", "http://127.0.0.1:1")
+    assert down.returncode == 2
+    assert down.stdout == ""
+    (line,) = down.stderr.splitlines()
+    assert line.startswith("graceguard: cannot use AWS: Could not connect to the endpoint URL")

@@ -91,12 +91,17 @@ def group_from(
                 name=str(h.get("LifecycleHookName", "")),
                 transition=str(h.get("LifecycleTransition", "")),
                 heartbeat_timeout=int(h.get("HeartbeatTimeout", 3600)),
+                global_timeout=_int_or_none(h.get("GlobalTimeout")),
                 target_arn=h.get("NotificationTargetARN") or None,
             )
             for h in hooks
         ),
         nodes=tuple(sorted(nodes)),
     )
+
+
+def _int_or_none(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _chunks(items: Sequence[str]) -> Iterable[list[str]]:
@@ -114,11 +119,13 @@ def read_aws(
     queue_urls: Sequence[str],
     endpoint: str | None = None,
     region: str | None = None,
+    session: boto3.session.Session | None = None,
 ) -> AwsRead:
     """The groups behind ``providers`` (node -> providerID), the ARNs of ``queue_urls`` and what
-    EventBridge routes to them."""
+    EventBridge routes to them. ``session``: the boto3 session to make the clients from (default:
+    a new one from the usual AWS settings)."""
     try:
-        session = boto3.session.Session(region_name=region)
+        session = session or boto3.session.Session(region_name=region)
         autoscaling = session.client("autoscaling", endpoint_url=endpoint, config=_CONFIG)
         sqs = session.client("sqs", endpoint_url=endpoint, config=_CONFIG)
         events = session.client("events", endpoint_url=endpoint, config=_CONFIG)

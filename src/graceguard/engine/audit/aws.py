@@ -29,11 +29,17 @@ class LifecycleHook:
     """Seconds."""
     target_arn: str | None = None
     """``NotificationTargetARN``: an SQS queue or SNS topic; ``None``: EventBridge only."""
+    global_timeout: int | None = None
+    """``GlobalTimeout`` as AWS reports it (seconds), when it does."""
 
     @property
     def global_cap(self) -> dt.timedelta:
-        """How long the hook can hold an instance at most, heartbeats or not."""
-        return min(HOOK_CAP, dt.timedelta(seconds=HOOK_CAP_FACTOR * self.heartbeat_timeout))
+        """How long the hook can hold an instance at most, heartbeats or not: min(48h, 100 x
+        HeartbeatTimeout), or AWS's own GlobalTimeout when that is shorter."""
+        cap = min(HOOK_CAP, dt.timedelta(seconds=HOOK_CAP_FACTOR * self.heartbeat_timeout))
+        if self.global_timeout is not None and self.global_timeout > 0:
+            cap = min(cap, dt.timedelta(seconds=self.global_timeout))
+        return cap
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
