@@ -34,7 +34,7 @@ TERMINATING = "autoscaling:EC2_INSTANCE_TERMINATING"
 LAUNCHING = "autoscaling:EC2_INSTANCE_LAUNCHING"
 TEST = "autoscaling:TEST_NOTIFICATION"
 INSTANCE_ID = re.compile(r"^i-[0-9a-f]{8,32}$")
-TOKEN = re.compile(r"^[0-9A-Za-z-]{1,64}$")
+TOKEN = re.compile(r"^[0-9A-Za-z-]{36,64}$")
 """A lifecycle action token (a UUID in practice; the API allows 36 to 64 characters)."""
 LIFECYCLE_TYPES = {
     "EC2 Instance-terminate Lifecycle Action": TERMINATING,
