@@ -70,6 +70,9 @@ GO_MODULES = HACK / "go"
 KWOK_STAGES = HACK / "kwok.yaml"
 
 KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
+KWOK_LOG_CRDS = ("kwok.x-k8s.io_logs.yaml", "kwok.x-k8s.io_clusterlogs.yaml")
+"""kwok's ``Logs`` and ``ClusterLogs`` CRDs (from its module): a ``Logs`` object names a pod and
+a file on this host in the CRI log format, which kwok then serves as the container's log."""
 SERVICE_CIDR = "10.96.0.0/16"
 POD_CIDR = "10.244.0.0/16"
 
@@ -319,7 +322,23 @@ def build(components: Sequence[str] = COMPONENTS) -> Path:
         for component in components:
             if not is_built(component):
                 _build_component(component)
+        if "kwok" in components:
+            kwok_log_crds()
     return bin_dir()
+
+
+def kwok_log_crds() -> list[Path]:
+    """``KWOK_LOG_CRDS`` copied from kwok's module (downloaded through the proxy, checked against
+    hack/go/kwok/go.sum) into the cache, once."""
+    out = cache_dir() / "kwok-crds" / KWOK_VERSION
+    found = [out / name for name in KWOK_LOG_CRDS]
+    if all(f.exists() for f in found):
+        return found
+    src = _go_mod_dir("sigs.k8s.io/kwok", KWOK_VERSION, GO_MODULES / "kwok", _go_env())
+    out.mkdir(parents=True, exist_ok=True)
+    for f in found:
+        shutil.copyfile(src / "kustomize" / "crd" / "bases" / f.name, f)
+    return found
 
 
 def is_fully_built() -> bool:
@@ -713,6 +732,10 @@ def start(workdir: Path, *, detach: bool = False, timeout: float = 60.0) -> Cont
                 # PodDisruptionConditions is GA (always on) in this release.
                 "--enable-admission-plugins=NodeRestriction",
                 "--profiling=false",
+                # pods/log, exec and port-forward are proxied to kwok's kubelet-like server at
+                # the node's InternalIP (127.0.0.1) and daemonEndpoints port (hack/kwok.yaml);
+                # with no --kubelet-certificate-authority its test certificate is not checked.
+                "--kubelet-preferred-address-types=InternalIP",
             ],
         )
         ctx = ssl.create_default_context(cadata=ca.cert_pem.decode())
@@ -724,6 +747,19 @@ def start(workdir: Path, *, detach: bool = False, timeout: float = 60.0) -> Cont
             cp,
             "kube-apiserver",
         )
+        for crd in kwok_log_crds():
+            done = cp.kubectl("apply", "--server-side", "-f", str(crd))
+            if done.returncode != 0:
+                raise ControlPlaneError(f"kubectl apply {crd.name}: {done.stderr}")
+        done = cp.kubectl(
+            "wait",
+            "--for=condition=Established",
+            "--timeout=30s",
+            "crd/logs.kwok.x-k8s.io",
+            "crd/clusterlogs.kwok.x-k8s.io",
+        )
+        if done.returncode != 0:
+            raise ControlPlaneError(f"kwok's Logs CRDs not established: {done.stderr}")
 
         common = [
             f"--kubeconfig={kc}",
@@ -763,6 +799,11 @@ def start(workdir: Path, *, detach: bool = False, timeout: float = 60.0) -> Cont
                 "--node-lease-duration-seconds=40",
                 f"--cidr={POD_CIDR}",
                 f"--server-address=127.0.0.1:{ports['kwok']}",
+                # Nodes point the apiserver at this server for pods/log (kwok.yaml's
+                # daemonEndpoints); kwok serves each pod's log from its Logs object.
+                "--node-ip=127.0.0.1",
+                f"--node-port={ports['kwok']}",
+                "--enable-crds=Logs,ClusterLogs",
             ],
         )
         insecure = _insecure()

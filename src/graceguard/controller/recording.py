@@ -4,11 +4,14 @@ before), and every termination on the cluster, whoever started it.
 Terminations are recorded when the pod is gone (all its events are in by then), keyed by
 ``(uid, start)`` so a replica or a restart that sees the same deletion writes it once. A
 termination that begins before the pod's protection ends, or with less grace than it asked for,
-is reported at once with a ``PrematureTermination`` event.
+is reported at once with a ``PrematureTermination`` event, and (with a log source) the pod's last
+log lines are captured then, while its containers still run out their grace period, so the
+ledger keeps what a pod killed early by someone else said last, as for graceguard's own evictions.
 """
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import datetime as dt
 import logging
@@ -87,10 +90,17 @@ class TerminationObserver:
         limits: Callable[[], protection.Limits],
         clock: Callable[[], dt.datetime],
         notifier: notify.Listener | None = None,
+        log_source: ports.LogSource | None = None,
+        log_lines: int = logs.DEFAULT_LINES,
     ) -> None:
         self._ledger = ledger_port
         self._cluster = cluster
         self._notifier = notifier
+        self._logs = log_source
+        self._log_lines = log_lines
+        self._captures: dict[str, asyncio.Task[termination.CapturedLogs]] = {}
+        """Pod uid -> the capture of its last logs, begun when its premature termination was
+        seen (a task: the watch goes on meanwhile), awaited when the pod is gone."""
         self._limits = limits
         self._clock = clock
         self._events: collections.OrderedDict[str, list[termination.ObservedEvent]] = (
@@ -123,6 +133,9 @@ class TerminationObserver:
             self._events.pop(uid, None)
             self._phase_at_deletion.pop(uid, None)
             self._deletions.pop(uid, None)
+            capture = self._captures.pop(uid, None)
+            if capture is not None:
+                capture.cancel()
         elif meta.get("deletionTimestamp") and uid not in self._phase_at_deletion:
             self._phase_at_deletion[uid] = str((raw.get("status") or {}).get("phase", ""))
             deletion = terminations.deletion_from_manifest(raw)
@@ -168,6 +181,7 @@ class TerminationObserver:
         if not rec.premature or rec.initiator == termination.Initiator.GRACEGUARD:
             return
         metrics.PREMATURE.labels(initiator=rec.initiator).inc()
+        self._capture(raw, act.PodRef(rec.namespace, rec.pod, rec.uid))
         message = f"terminated by {rec.initiator} ({rec.cause}): {rec.premature_reason}"
         try:
             await self._cluster.post_event(
@@ -191,7 +205,28 @@ class TerminationObserver:
                 )
             )
 
+    def _capture(self, raw: dict[str, Any], pod: act.PodRef) -> None:
+        """Begin capturing the last lines of each of the pod's containers (never twice)."""
+        if self._logs is None or pod.uid in self._captures:
+            return
+        names = [
+            str(c.get("name", ""))
+            for c in (raw.get("spec") or {}).get("containers") or []
+            if isinstance(c, dict)
+        ]
+        while len(self._captures) >= PODS_WITH_EVENTS:  # pods never seen gone: forget the oldest
+            self._captures.pop(next(iter(self._captures))).cancel()
+        self._captures[pod.uid] = asyncio.create_task(
+            logs.capture_last_logs(self._logs, pod, containers=names, lines=self._log_lines)
+        )
+
+    async def _captured(self, uid: str) -> termination.CapturedLogs | None:
+        """The capture begun for ``uid``, once done (it never raises: see ``logs``)."""
+        capture = self._captures.pop(uid, None)
+        return await capture if capture is not None else None
+
     async def _record(self, raw: dict[str, Any], uid: str) -> None:
+        captured = await self._captured(uid)
         try:
             evictions = await self._ledger.evictions_for(uid)
             obs = terminations.observation(
@@ -202,6 +237,8 @@ class TerminationObserver:
                 eviction=ledger.latest_eviction(evictions),
                 deletion=self._deletions.get(uid),
             )
-            await self._ledger.record(termination.build_record(obs, recorded_at=self._clock()))
+            await self._ledger.record(
+                termination.build_record(obs, recorded_at=self._clock(), logs=captured)
+            )
         except Exception as err:  # the ledger being down must not stop the watch
             log.warning("cannot record the termination of pod %s: %s", uid, err)

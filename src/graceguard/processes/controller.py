@@ -64,6 +64,8 @@ async def run(
         limits=lambda: limits[0],
         clock=_clock,
         notifier=notifier,
+        log_source=log_source,
+        log_lines=log_lines,
     )
     cluster_view = view.ClusterView(
         client, on_pod_event=observer.on_pod, on_event=observer.on_event
