@@ -14,10 +14,14 @@ from collections.abc import Iterator
 
 import httpx2
 import lightkube
+import yaml
 from lightkube.config.kubeconfig import KubeConfig
 from lightkube.core.exceptions import ApiError
 
 FIELD_MANAGER = "graceguard"
+KUBECONFIG_LIMIT = 3 * 1024 * 1024
+"""The largest kubeconfig read (one with many clusters and their certificates is a few hundred
+KiB); checked before parsing, so a wrong path (``/dev/zero``, a disk image) is refused at once."""
 
 
 class KubeError(Exception):
@@ -29,10 +33,42 @@ def load_config(kubeconfig: pathlib.Path | None = None) -> KubeConfig:
         pathlib.Path(os.environ["KUBECONFIG"]) if "KUBECONFIG" in os.environ else None
     )
     if path is not None:
-        return KubeConfig.from_file(path)
+        return _from_file(path)
     if pathlib.Path("/var/run/secrets/kubernetes.io/serviceaccount/token").exists():
         return KubeConfig.from_service_account()
-    return KubeConfig.from_file(pathlib.Path.home() / ".kube" / "config")
+    return _from_file(pathlib.Path.home() / ".kube" / "config")
+
+
+def _from_file(path: pathlib.Path) -> KubeConfig:
+    """``KubeConfig.from_file`` with a bounded read, and every way the file can be wrong (not a
+    file, too large, not UTF-8, not YAML, not a mapping, a field missing or of the wrong type)
+    as ``lightkube.ConfigError`` naming the file."""
+    path = path.expanduser()
+    if not path.is_file():
+        why = "not a regular file" if path.exists() else "no such file"
+        raise lightkube.ConfigError(f"{path}: {why}")
+    try:
+        with path.open("rb") as f:
+            data = f.read(KUBECONFIG_LIMIT + 1)
+        if len(data) > KUBECONFIG_LIMIT:
+            raise lightkube.ConfigError(f"{path}: larger than 3 MiB, the limit for a kubeconfig")
+        doc = yaml.safe_load(data.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise lightkube.ConfigError(f"{path}: not UTF-8 text") from None
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise lightkube.ConfigError(f"{path}: not valid YAML{where}") from None
+    except RecursionError:
+        raise lightkube.ConfigError(f"{path}: nested too deeply for a kubeconfig") from None
+    if not isinstance(doc, dict):
+        raise lightkube.ConfigError(f"{path}: expected a mapping (kind: Config)")
+    try:
+        return KubeConfig.from_dict(doc, fname=path)
+    except KeyError as err:
+        raise lightkube.ConfigError(f"{path}: missing field {err}") from None
+    except (TypeError, AttributeError, ValueError) as err:
+        raise lightkube.ConfigError(f"{path}: a field has the wrong form ({err})") from None
 
 
 def async_client(kubeconfig: pathlib.Path | None = None) -> lightkube.AsyncClient:
