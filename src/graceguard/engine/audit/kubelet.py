@@ -36,8 +36,9 @@ def kubelet_shutdown_grace(found: inputs.ClusterInputs) -> Iterator[Finding]:
                     name,
                     f"its kubelet's configuration could not be read ({n.kubelet_problem}), so "
                     "whether an OS shutdown gives its pods any time is unknown.",
-                    "allow nodes/proxy to the auditor, or check shutdownGracePeriod in the "
-                    "node's kubelet configuration by hand.",
+                    "let the auditor reach the kubelet through the API server (nodes/proxy, "
+                    "an address the API server may proxy to), or check shutdownGracePeriod in "
+                    "the node's kubelet configuration by hand.",
                 )
             continue
         k = n.kubelet
@@ -83,7 +84,7 @@ def missing_agents(found: inputs.ClusterInputs) -> Iterator[Finding]:
                 "DaemonSet",
                 None,
                 "graceguard agent",
-                f"no graceguard agent pod runs on any of the {len(found.nodes)} nodes, so an OS "
+                f"no graceguard agent pod runs on any of the {len(found.nodes)} node(s), so an OS "
                 "shutdown or reboot stops pods with no notice, no order and no record.",
                 "install the chart's node agent (the agent DaemonSet).",
             )
