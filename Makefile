@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 
 .PHONY: demo test venv lint typecheck imports unit scenarios badinput integration e2e bench clean \
         cluster-build cluster-up cluster-down helm crds crds-check chart chart-check postgres \
-        dist image image-check dbusmock
+        dist image dbusmock
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -59,8 +59,9 @@ dbusmock:
 	  (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y dbus-daemon python3-dbusmock)
 
 ## integration also installs the wheel of `make dist` in a fresh venv and runs it as a kubectl
-## plugin through the real kubectl (tests/integration/test_dist.py)
-integration: $(STAMP) postgres dist cluster-build dbusmock
+## plugin through the real kubectl (tests/integration/test_dist.py), and runs the entrypoint of the
+## image of `make image` from its unpacked layers, read-only, as its user (test_image.py)
+integration: $(STAMP) postgres image chart cluster-build dbusmock
 	$(PY) -m pytest tests/integration -q
 
 bench: $(STAMP) dbusmock
@@ -73,6 +74,16 @@ dist: $(STAMP)
 	@mkdir -p build
 	@$(PY) -m build --outdir dist . >build/dist.log 2>&1 || { cat build/dist.log; exit 1; }
 	@ls -l dist
+
+## image: graceguard's container image as an OCI image layout in out/image, without a Docker
+## daemon: Debian's python3.11 and libraries (apt-get download, dpkg-deb -x) and the wheel with its
+## dependencies, non-root, precompiled for a read-only root filesystem (hack/build-image.sh);
+## push it with crane or skopeo (README: Install with Helm)
+VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)
+image: dist
+	@PY=$(PY) GRACEGUARD_CACHE=$(GRACEGUARD_CACHE) \
+	  SOURCE_DATE_EPOCH=$$(git log -1 --format=%ct 2>/dev/null || echo 0) \
+	  hack/build-image.sh dist/graceguard-$(VERSION)-py3-none-any.whl out/image
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info .mypy_cache .ruff_cache .pytest_cache
