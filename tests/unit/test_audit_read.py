@@ -85,7 +85,7 @@ def test_webhooks_that_see_evictions() -> None:
 
 
 def test_ready_endpoints() -> None:
-    slices = [
+    slices: list[dict[str, Any]] = [
         {"endpoints": [{"conditions": {"ready": True}}, {"conditions": {"ready": False}}]},
         {"endpoints": [{"conditions": {}}]},
         {},
