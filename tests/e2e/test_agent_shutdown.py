@@ -1,0 +1,347 @@
+"""The node agent on the real control plane: ``graceguard agent`` and ``graceguard controller`` as
+processes, python-dbusmock's logind on a private system bus (``hack/logindmock.py``; the
+template lacks ``InhibitDelayMaxUSec`` and never emits ``PrepareForShutdown``, so the helper adds
+the property and emits the signal through dbusmock's mock interface, as logind does when
+``systemctl reboot`` starts), pods on a kwok node (kwok keeps a deleted pod running for its grace
+period, as a kubelet would).
+
+Shown: the lock taken (``ListInhibitors``: graceguard, shutdown, delay) and reported in the node
+condition ``GracefulShutdownHeld``; ``PrepareForShutdown(true)`` opens an imminent whole-node
+Disruption with the delay as its deadline and the controller drains the node in phases: the
+regular pods first, then, once they are gone, the critical pod and the DaemonSet pod (a logging
+agent: last, so it outlives the pods whose logs it ships), each with its own grace; the taint
+keeps the DaemonSet's pod from coming back; the lock is released when the node is empty, before
+the deadline. A cancelled shutdown (``PrepareForShutdown(false)``) marks the Disruption
+Cancelled, withdraws the notices (condition removed, ``EvictionWithdrawn`` event) and puts the
+node back in service.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import datetime as dt
+import pathlib
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from lightkube import Client
+from lightkube.models.apps_v1 import DaemonSetSpec
+from lightkube.models.core_v1 import PodTemplateSpec
+from lightkube.models.meta_v1 import LabelSelector, ObjectMeta
+from lightkube.resources.apps_v1 import DaemonSet
+from lightkube.resources.core_v1 import Node, Pod
+
+import controlplane
+import logindmock
+from graceguard.domain import times
+
+from . import graceguard_proc as gg
+from .conftest import NodeFactory
+from .kube import TEST_LABEL, condition, pod, pod_spec, run_pod, wait_until
+
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.skipif(logindmock.available() is not None, reason=str(logindmock.available())),
+]
+
+
+@dataclasses.dataclass
+class Agent:
+    process: subprocess.Popen[bytes]
+    log: pathlib.Path
+    health_port: int
+    metrics_port: int
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+@contextlib.contextmanager
+def running_agent(
+    kubeconfig: pathlib.Path, mock: logindmock.LogindMock, node: str, workdir: pathlib.Path
+) -> Iterator[Agent]:
+    health, metrics = controlplane.free_port(), controlplane.free_port()
+    log = workdir / "agent.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "graceguard.cli.main",
+                "agent",
+                "--node",
+                node,
+                "--bus-address",
+                mock.address,
+                "--health-port",
+                str(health),
+                "--metrics-port",
+                str(metrics),
+                "--probe-host",
+                "127.0.0.1",
+                "--release-margin",
+                "2s",
+            ],
+            env=gg.env(kubeconfig),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=workdir,
+        )
+    agent = Agent(process, log, health, metrics)
+    try:
+        wait_until(
+            lambda: gg.probe_ok(health, "/readyz") or process.poll() is not None,
+            timeout=30,
+            what="the agent ready",
+        )
+        assert process.poll() is None, agent.output()
+        yield agent
+    finally:
+        agent.stop()
+
+
+def _held(kube: Client, node: str) -> tuple[str, str, str] | None:
+    found = kube.get(Node, node)
+    for c in (found.status.conditions or []) if found.status else []:
+        if c.type == "GracefulShutdownHeld":
+            return str(c.status), str(c.reason), str(c.message)
+    return None
+
+
+def _ours(mock: logindmock.LogindMock) -> list[tuple[str, str, str, str]]:
+    return [i for i in mock.inhibitors() if i[1] == "graceguard"]
+
+
+def _critical_pod(name: str, *, node: str, grace: int) -> Pod:
+    spec = pod_spec(grace_seconds=grace, node_name=node)
+    spec.priorityClassName = "system-cluster-critical"
+    return Pod(metadata=ObjectMeta(name=name), spec=spec)
+
+
+def _logging_daemonset(namespace: str, *, grace: int) -> DaemonSet:
+    labels = {"app": "logs"}
+    spec = pod_spec(grace_seconds=grace, node_selector={TEST_LABEL: namespace})
+    return DaemonSet(
+        metadata=ObjectMeta(name="logs", namespace=namespace),
+        spec=DaemonSetSpec(
+            selector=LabelSelector(matchLabels=labels),
+            template=PodTemplateSpec(metadata=ObjectMeta(labels=labels), spec=spec),
+        ),
+    )
+
+
+def _on_node(kube: Client, namespace: str, node: str) -> dict[str, dict[str, Any]]:
+    """The pods bound to ``node``, by name, as plain documents."""
+    found = (dict(p.to_dict()) for p in kube.list(Pod, namespace=namespace))
+    return {d["metadata"]["name"]: d for d in found if d["spec"].get("nodeName") == node}
+
+
+def _node_spec(kube: Client, node: str) -> dict[str, Any]:
+    return dict(kube.get(Node, node).to_dict()).get("spec") or {}
+
+
+def _ready(doc: dict[str, Any]) -> bool:
+    conditions = (doc.get("status") or {}).get("conditions") or []
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+
+
+def test_shutdown_drains_in_phases_and_releases_the_lock(
+    control_plane: controlplane.ControlPlane,
+    kube: Client,
+    namespace: str,
+    kwok_nodes: NodeFactory,
+    controller: gg.Controller,
+    tmp_path: pathlib.Path,
+) -> None:
+    node = gg.node_name(kwok_nodes("a"))
+    graces = {"job": 6, "web": 4, "dns": 3}
+    run_pod(kube, namespace, pod("job", grace_seconds=graces["job"], node_name=node))
+    run_pod(kube, namespace, pod("web", grace_seconds=graces["web"], node_name=node))
+    run_pod(kube, namespace, _critical_pod("dns", node=node, grace=graces["dns"]))
+    kube.create(_logging_daemonset(namespace, grace=3))
+    daemon: str = wait_until(
+        lambda: next(
+            (
+                n
+                for n, d in _on_node(kube, namespace, node).items()
+                if n.startswith("logs-") and _ready(d)
+            ),
+            None,
+        ),
+        timeout=60,
+        what="the DaemonSet's pod Running",
+    )
+    graces[daemon] = 3
+    delay = 30
+    with (
+        logindmock.running_logind(delay=delay) as mock,
+        running_agent(control_plane.kubeconfig, mock, node, tmp_path) as agent,
+    ):
+        wait_until(lambda: _ours(mock), timeout=20, what="the lock")
+        assert [(w, m) for w, _, _, m in _ours(mock)] == [("shutdown", "delay")]
+        held = wait_until(lambda: _held(kube, node), timeout=20, what="GracefulShutdownHeld")
+        assert held[:2] == ("True", "LockHeld") and f"{delay}s" in held[2], held
+
+        signalled = dt.datetime.now(dt.UTC)
+        mock.prepare_for_shutdown(True)
+        asked: dict[str, dt.datetime] = {}
+        gone: dict[str, dt.datetime] = {}
+        released: dt.datetime | None = None
+        recreated: list[str] = []
+        end = time.monotonic() + delay + 5
+        while time.monotonic() < end and (released is None or len(gone) < len(graces)):
+            now = dt.datetime.now(dt.UTC)
+            present = _on_node(kube, namespace, node)
+            for name in graces:
+                d = present.get(name)
+                if d is not None and d["metadata"].get("deletionTimestamp") is not None:
+                    asked.setdefault(name, now)
+                failed = d is not None and (d.get("status") or {}).get("phase") == "Failed"
+                if (d is None or failed) and name not in gone:
+                    gone[name] = now
+            recreated += [n for n in present if n.startswith("logs-") and n not in graces]
+            if released is None and not _ours(mock):
+                released = now
+            time.sleep(0.2)
+        log = agent.output()
+
+    _check_phased(
+        kube,
+        node,
+        namespace,
+        graces,
+        daemon,
+        signalled,
+        delay,
+        asked=asked,
+        gone=gone,
+        released=released,
+        recreated=recreated,
+        log=log,
+    )
+
+
+def _check_phased(
+    kube: Client,
+    node: str,
+    namespace: str,
+    graces: dict[str, int],
+    daemon: str,
+    signalled: dt.datetime,
+    delay: int,
+    *,
+    asked: dict[str, dt.datetime],
+    gone: dict[str, dt.datetime],
+    released: dt.datetime | None,
+    recreated: list[str],
+    log: str,
+) -> None:
+    def since(t: dt.datetime | None) -> str:
+        return f"{(t - signalled).total_seconds():.1f}s" if t else "-"
+
+    for name in graces:
+        print(f"{name}: asked {since(asked.get(name))}, gone {since(gone.get(name))}")
+    print(f"lock released {since(released)}")
+    found = gg.disruptions(kube, node)
+    assert len(found) == 1, found
+    spec = found[0]["spec"]
+    assert (spec["source"], spec["scope"], spec["class"]) == (
+        "os-shutdown",
+        "whole-node",
+        "imminent",
+    )
+    deadline = times.parse_time(spec["deadline"])
+    assert (
+        dt.timedelta(seconds=delay - 2) <= deadline - signalled <= dt.timedelta(seconds=delay + 2)
+    )
+    assert set(gone) == set(graces), (asked, gone, log)
+    regular_gone = max(gone["job"], gone["web"])
+    for late in ("dns", daemon):
+        assert asked[late] >= regular_gone - dt.timedelta(seconds=0.5), (late, asked, gone)
+    for name, grace in graces.items():  # each pod had its own grace
+        assert gone[name] - asked[name] >= dt.timedelta(seconds=grace - 1), (name, asked, gone)
+    assert not recreated, f"the DaemonSet's pod came back: {recreated}"
+    assert released is not None, log
+    assert released < deadline, (released, deadline)
+    assert released >= max(gone.values()) - dt.timedelta(seconds=1)  # held until empty
+    assert "the node is empty" in log
+    events = gg.reasons(kube, namespace, "job")
+    assert "ProposedEviction" in events and "Evicted" in events
+
+
+def test_cancelled_shutdown_restores_the_node(
+    control_plane: controlplane.ControlPlane,
+    kube: Client,
+    namespace: str,
+    kwok_nodes: NodeFactory,
+    controller: gg.Controller,
+    tmp_path: pathlib.Path,
+) -> None:
+    """The pod is protected (min-runtime 1h), so under the 60 s deadline it is told now and
+    evicted only at the deadline minus its grace: the cancel comes before."""
+    node = gg.node_name(kwok_nodes("b"))
+    run_pod(
+        kube,
+        namespace,
+        pod(
+            "train",
+            grace_seconds=5,
+            node_name=node,
+            annotations={"graceguard.io/min-runtime": "1h"},
+        ),
+    )
+    with (
+        logindmock.running_logind(delay=60) as mock,
+        running_agent(control_plane.kubeconfig, mock, node, tmp_path) as agent,
+    ):
+        wait_until(lambda: _ours(mock), timeout=20, what="the lock")
+        mock.prepare_for_shutdown(True)
+
+        def noticed() -> bool:
+            p = kube.get(Pod, "train", namespace=namespace)
+            return condition(p, "PodEviction") == "True"
+
+        wait_until(noticed, timeout=20, what="the PodEviction notice")
+        wait_until(lambda: _node_spec(kube, node).get("unschedulable"), timeout=10, what="cordon")
+        mock.prepare_for_shutdown(False)
+
+        def cancelled() -> bool:
+            found = gg.disruptions(kube, node)
+            return bool(found) and (found[0].get("status") or {}).get("phase") == "Cancelled"
+
+        wait_until(cancelled, timeout=20, what="the Disruption Cancelled")
+        wait_until(
+            lambda: condition(kube.get(Pod, "train", namespace=namespace), "PodEviction") is None,
+            timeout=20,
+            what="the notice withdrawn",
+        )
+        wait_until(
+            lambda: "EvictionWithdrawn" in gg.reasons(kube, namespace, "train"),
+            timeout=20,
+            what="the EvictionWithdrawn event",
+        )
+        restored = _node_spec(kube, node)
+        assert not restored.get("unschedulable")
+        assert not any(t["key"] == "graceguard.io/shutdown" for t in restored.get("taints") or [])
+        assert _ours(mock), "the lock was not kept after the cancel"
+        time.sleep(3)  # a controller round planned before the cancel does not undo it
+        found = gg.disruptions(kube, node)
+        assert (found[0].get("status") or {}).get("phase") == "Cancelled", found
+        assert not _node_spec(kube, node).get("unschedulable")
+        live = _on_node(kube, namespace, node).get("train")
+        assert live is not None and live["metadata"].get("deletionTimestamp") is None
+        assert "ShutdownCancelled" in agent.output() or "cancelled" in agent.output()
