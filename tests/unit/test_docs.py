@@ -1,0 +1,85 @@
+"""docs/ cannot drift from what it documents: every field of the DisruptionPolicy schema is in
+docs/policy.md (each spec field with its own section saying its default), every notify
+placeholder and event too; every scenario (one per story in DESIGN.md) has its page in
+docs/stories/ with its timeline picture."""
+
+from __future__ import annotations
+
+import pathlib
+import re
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import pytest
+import yaml
+
+from graceguard.domain import notifications, policy
+from graceguard.sim import kinds
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+POLICY_DOC = (ROOT / "docs" / "policy.md").read_text(encoding="utf-8")
+CRD = yaml.safe_load((ROOT / "deploy" / "crds" / "disruptionpolicy.yaml").read_text())
+SPEC = CRD["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+SCENARIOS = sorted((ROOT / "scenarios").glob("*.yaml"))
+_FIRST_YAML = re.search(r"```yaml\n(.*?)```", POLICY_DOC, flags=re.S)
+assert _FIRST_YAML is not None, "docs/policy.md lost its complete example"
+EXAMPLE: dict[str, Any] = yaml.safe_load(_FIRST_YAML.group(1))
+
+
+def fields(node: Mapping[str, Any], path: str) -> Iterator[str]:
+    for name, sub in node.get("properties", {}).items():
+        yield f"{path}.{name}"
+        yield from fields(sub, f"{path}.{name}")
+    if "items" in node:
+        yield from fields(node["items"], f"{path}[]")
+
+
+def section(name: str) -> str:
+    """The text of the ``### `name` `` section of docs/policy.md."""
+    found = re.search(rf"^### `{name}`\n(.*?)(?=^#|\Z)", POLICY_DOC, flags=re.M | re.S)
+    assert found is not None, f"docs/policy.md has no section ### `{name}`"
+    return found.group(1)
+
+
+@pytest.mark.parametrize("path", list(fields(SPEC, "spec")))
+def test_every_schema_field_is_documented(path: str) -> None:
+    name = path.rsplit(".", 1)[1]
+    assert f"`{name}`" in POLICY_DOC, f"{path} is not in docs/policy.md"
+
+
+@pytest.mark.parametrize("name", list(SPEC["properties"]))
+def test_every_spec_field_has_a_section_with_its_default(name: str) -> None:
+    text = section(name)
+    assert "Default:" in text, f"the section on {name} does not say its default"
+    assert name in EXAMPLE["spec"], f"the complete example leaves {name} out"
+
+
+def test_the_complete_example_is_a_valid_policy() -> None:
+    read = policy.policy_from_manifest(EXAMPLE)
+    assert read.notify and read.maintenance_windows
+
+
+def test_every_placeholder_and_event_is_documented() -> None:
+    text = section("notify")
+    for name in notifications.PLACEHOLDERS:
+        assert f"`${{{name}}}`" in text, name
+    for event in notifications.EVENTS:
+        assert f"`{event.value}`" in text, event
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda p: p.stem)
+def test_every_story_has_its_page_and_picture(scenario: pathlib.Path) -> None:
+    page = ROOT / "docs" / "stories" / f"{scenario.stem}.md"
+    picture = ROOT / "docs" / "stories" / f"{scenario.stem}.png"
+    assert page.exists(), f"no docs/stories/{scenario.stem}.md"
+    assert picture.exists() and picture.stat().st_size < 60_000, picture
+    text = page.read_text(encoding="utf-8")
+    assert f"({scenario.stem}.png)" in text
+    assert f"scenarios/{scenario.name}" in text
+    assert f"stories/{scenario.stem}.md" in (ROOT / "docs" / "README.md").read_text()
+    # Honest about what is built: the page names exactly the parts the simulator marks with*.
+    actors = [a["type"] for a in yaml.safe_load(scenario.read_text())["actors"]]
+    missing = kinds.not_built(actors)
+    said = re.findall(r"\*\*Not built yet:\*\* (.*?)\. ", " ".join(text.split()))
+    assert said == list(missing), (said, missing)
+    assert ("**Runs on built parts only.**" in text) == (not missing)
