@@ -1,0 +1,84 @@
+"""The chart's node agent (``agent.enabled``), as ``make chart-check`` renders it with
+``ci/agent-values.yaml`` into ``out/chart-agent.yaml``: a DaemonSet whose pods carry the labels
+the shutdown drain leaves alone, the host's system bus mounted, arguments ``graceguard agent``
+accepts, and exactly the permissions it uses. Off by default."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import typer.core
+import typer.main
+
+from graceguard.cli.main import app
+from graceguard.domain import disruption
+
+from .test_chart_render import one, permissions, rendered
+
+AGENT_RULES = {
+    ("graceguard.io", "disruptions"): {"create", "get", "list", "watch"},
+    ("graceguard.io", "disruptions/status"): {"patch"},
+    ("", "pods"): {"list"},
+    ("", "nodes"): {"get", "patch"},
+    ("", "nodes/status"): {"patch"},
+    ("", "events"): {"create"},
+}
+
+
+@pytest.fixture(scope="module")
+def docs() -> list[dict[str, Any]]:
+    return rendered("chart-agent.yaml")
+
+
+def test_off_by_default() -> None:
+    assert not [d for d in rendered("chart.yaml") if d["kind"] == "DaemonSet"]
+
+
+def test_pods_carry_the_labels_a_shutdown_leaves(docs: list[dict[str, Any]]) -> None:
+    ds = one(docs, "DaemonSet")
+    labels = ds["spec"]["template"]["metadata"]["labels"]
+    assert dict(disruption.NODE_AGENT_LABELS).items() <= labels.items()
+    assert ds["spec"]["selector"]["matchLabels"].items() <= labels.items()
+    spec = ds["spec"]["template"]["spec"]
+    assert spec["priorityClassName"] == "system-node-critical"
+    assert "hostPID" not in spec and "hostNetwork" not in spec
+
+
+def test_system_bus_socket_mounted(docs: list[dict[str, Any]]) -> None:
+    spec = one(docs, "DaemonSet")["spec"]["template"]["spec"]
+    (volume,) = spec["volumes"]
+    assert volume["hostPath"] == {"path": "/run/dbus/system_bus_socket", "type": "Socket"}
+    (container,) = spec["containers"]
+    assert container["volumeMounts"] == [
+        {"name": volume["name"], "mountPath": "/run/dbus/system_bus_socket"}
+    ]
+    env = {e["name"]: e for e in container["env"]}
+    assert env["DBUS_SYSTEM_BUS_ADDRESS"]["value"] == "unix:path=/run/dbus/system_bus_socket"
+    assert env["NODE_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName"
+
+
+def test_the_args_are_what_graceguard_agent_accepts(docs: list[dict[str, Any]]) -> None:
+    (container,) = one(docs, "DaemonSet")["spec"]["template"]["spec"]["containers"]
+    group = typer.main.get_command(app)
+    assert isinstance(group, typer.core.TyperGroup)
+    name, *args = container["args"]
+    command = group.commands[name]
+    with command.make_context(name, [*args, "--node", "n"]) as ctx:
+        params = ctx.params
+    assert params["imds"] is True
+    assert params["release_margin"] == "2s"
+    assert (params["metrics_port"], params["health_port"]) == (8090, 8091)
+
+
+def test_rbac_is_exactly_what_the_agent_uses(docs: list[dict[str, Any]]) -> None:
+    role = one(docs, "ClusterRole", "graceguard-agent")
+    found: dict[tuple[str, str], set[str]] = {}
+    for group, resource, verb, names in permissions(role):
+        assert not names
+        found.setdefault((group, resource), set()).add(verb)
+    assert found == AGENT_RULES
+    binding = one(docs, "ClusterRoleBinding", "graceguard-agent")
+    (subject,) = binding["subjects"]
+    ds = one(docs, "DaemonSet")
+    assert subject["name"] == ds["spec"]["template"]["spec"]["serviceAccountName"]
