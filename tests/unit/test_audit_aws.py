@@ -4,6 +4,7 @@ and one that should not; the providerID and EventBridge-pattern readers with goo
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from typing import Any
 
@@ -11,7 +12,7 @@ import pytest
 
 from graceguard.adapters.aws import audit_read
 from graceguard.domain import annotations as ann
-from graceguard.domain import cluster
+from graceguard.domain import cluster, policy
 from graceguard.engine.audit import aws, findings
 
 NOW = dt.datetime(2026, 11, 23, 12, 0, tzinfo=dt.UTC)
@@ -67,10 +68,16 @@ def check(
     pods: tuple[cluster.Pod, ...] = (),
     queues: frozenset[str] = frozenset({QUEUE}),
     routed: frozenset[str] = frozenset(),
-    rebalance: str | None = None,
+    rebalance: policy.RebalanceAction = policy.RebalanceAction.NOTICE,
 ) -> list[findings.Finding]:
     return aws.check_aws(
-        aws.AwsInputs(groups=groups, queues=queues, routed=routed, rebalance=rebalance, pods=pods),
+        aws.AwsInputs(
+            groups=groups,
+            queues=queues,
+            routed=routed,
+            pods=pods,
+            policy=dataclasses.replace(policy.DEFAULT, rebalance=rebalance),
+        ),
         now=NOW,
     )
 
@@ -131,7 +138,9 @@ def test_capacity_rebalance_without_handling() -> None:
     assert names(check(on), "capacity-rebalance-unhandled") == ["spot"]
     handled = check(on, routed=frozenset({aws.REBALANCE_DETAIL}))
     assert names(handled, "capacity-rebalance-unhandled") == []
-    ignored = check(on, routed=frozenset({aws.REBALANCE_DETAIL}), rebalance="ignore")
+    ignored = check(
+        on, routed=frozenset({aws.REBALANCE_DETAIL}), rebalance=policy.RebalanceAction.IGNORE
+    )
     assert "rebalance is ignore" in ignored[0].risk
     off = group("on-demand", suspended=("AZRebalance",))
     assert names(check(off), "capacity-rebalance-unhandled") == []

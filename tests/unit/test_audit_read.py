@@ -50,17 +50,24 @@ def test_the_controllers_queue_from_its_deployment() -> None:
     chart = deployment(
         {
             "image": "ghcr.example/graceguard:0.1.0",
-            "args": ["controller", "--aws-queue", "https://sqs.example/1/gg", "--ledger", "x"],
+            "args": [
+                "controller",
+                "--aws-queue",
+                "https://sqs.example/1/gg",
+                "--aws-region",
+                "eu-west-1",
+            ],
         }
     )
     other = deployment({"image": "worker", "args": ["--aws-queue=https://sqs.example/1/other"]})
     module = deployment(
         {"image": "python", "command": ["graceguard", "controller", "--aws-queue=https://q/2/b"]}
     )
-    assert audit_read.controller_queues([chart, other, module]) == [
+    assert audit_read.controller_flags([chart, other, module], audit_read.QUEUE_FLAG) == [
         "https://sqs.example/1/gg",
         "https://q/2/b",
     ]
+    assert audit_read.controller_flags([chart, other], audit_read.REGION_FLAG) == ["eu-west-1"]
 
 
 def test_webhooks_that_see_evictions() -> None:

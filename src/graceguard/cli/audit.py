@@ -116,7 +116,13 @@ def audit_aws(
     aws_endpoint: Annotated[
         str | None, typer.Option(help="An AWS endpoint URL (tests, local emulators).")
     ] = None,
-    region: Annotated[str | None, typer.Option(help="The AWS region (else AWS_REGION).")] = None,
+    region: Annotated[
+        str | None,
+        typer.Option(
+            help="The AWS region (else AWS_REGION or the profile's, else the controller "
+            "Deployment's --aws-region)."
+        ),
+    ] = None,
     kubeconfig: Kubeconfig = None,
 ) -> None:
     _check_output(output)
@@ -131,16 +137,16 @@ def audit_aws(
         )
     except kube_client.KubeError as err:
         raise files.fail(str(err)) from None
-    queues = list(aws_queue or kube_read.controller_queues(deployments))
-    rebalance = None
-    for e in found.policies or ():
-        if e.name == "default" and e.spec is not None:
-            value = e.spec.get("rebalance")
-            rebalance = value if isinstance(value, str) else None
+    queues = list(aws_queue or kube_read.controller_flags(deployments, kube_read.QUEUE_FLAG))
+    regions = kube_read.controller_flags(deployments, kube_read.REGION_FLAG)
     providers = {n.node.name: n.provider_id for n in found.nodes if n.provider_id}
     try:
         read = aws_read.read_aws(
-            providers=providers, queue_urls=queues, endpoint=aws_endpoint, region=region
+            providers=providers,
+            queue_urls=queues,
+            endpoint=aws_endpoint,
+            region=region,
+            fallback_region=regions[0] if regions else None,
         )
     except aws_read.AwsError as err:
         raise files.fail(str(err)) from None
@@ -148,7 +154,6 @@ def audit_aws(
         groups=read.groups,
         queues=read.queue_arns,
         routed=read.routed,
-        rebalance=rebalance,
         pods=tuple(p.pod for p in found.pods),
         policy=found.policy,
     )

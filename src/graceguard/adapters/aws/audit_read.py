@@ -120,12 +120,17 @@ def read_aws(
     endpoint: str | None = None,
     region: str | None = None,
     session: boto3.session.Session | None = None,
+    fallback_region: str | None = None,
 ) -> AwsRead:
     """The groups behind ``providers`` (node -> providerID), the ARNs of ``queue_urls`` and what
     EventBridge routes to them. ``session``: the boto3 session to make the clients from (default:
-    a new one from the usual AWS settings)."""
+    a new one from the usual AWS settings, in ``region``, else the settings' region, else
+    ``fallback_region``)."""
     try:
-        session = session or boto3.session.Session(region_name=region)
+        if session is None:
+            session = boto3.session.Session(region_name=region)
+            if session.region_name is None and fallback_region is not None:
+                session = boto3.session.Session(region_name=fallback_region)
         autoscaling = session.client("autoscaling", endpoint_url=endpoint, config=_CONFIG)
         sqs = session.client("sqs", endpoint_url=endpoint, config=_CONFIG)
         events = session.client("events", endpoint_url=endpoint, config=_CONFIG)

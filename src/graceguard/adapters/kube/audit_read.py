@@ -47,6 +47,7 @@ EndpointSlice: Any = create_namespaced_resource(
 AGENT_LABELS = {"app.kubernetes.io/name": "graceguard", "app.kubernetes.io/component": "agent"}
 CAP_FLAG = "--max-graceful-termination-sec"
 QUEUE_FLAG = "--aws-queue"
+REGION_FLAG = "--aws-region"
 KUBELET_TIMEOUT = 5.0
 KUBELET_CONCURRENCY = 8
 SERVICE_LABEL = "kubernetes.io/service-name"
@@ -176,9 +177,9 @@ def autoscaler(raw: Mapping[str, Any]) -> inputs.Autoscaler | inputs.Unreadable 
     return None
 
 
-def controller_queues(deployments: Iterable[Mapping[str, Any]]) -> list[str]:
-    """The ``--aws-queue`` URLs of graceguard controller Deployments (the chart's, or any whose
-    container runs ``graceguard controller``)."""
+def controller_flags(deployments: Iterable[Mapping[str, Any]], flag: str) -> list[str]:
+    """The values of ``flag`` (``--aws-queue``, ``--aws-region``) in graceguard controller
+    Deployments (the chart's, or any whose container runs ``graceguard controller``)."""
     out: list[str] = []
     for raw in deployments:
         for container in _containers(raw):
@@ -188,7 +189,7 @@ def controller_queues(deployments: Iterable[Mapping[str, Any]]) -> list[str]:
                 "controller" in argv and "graceguard" in " ".join([*argv[:1], image])
             )
             if runs_graceguard:
-                out += flag_values(argv, QUEUE_FLAG)
+                out += flag_values(argv, flag)
     return list(dict.fromkeys(out))
 
 

@@ -65,11 +65,9 @@ class AwsInputs:
     """ARNs of the SQS queues graceguard's controller reads (``--aws-queue``)."""
     routed: frozenset[str] = frozenset()
     """EventBridge detail-types that rules send to one of those queues."""
-    rebalance: str | None = None
-    """The policy's ``rebalance`` as written (``ignore``, ``notice``, ``drain``; ``None``: not
-    set, ``notice``)."""
     pods: tuple[cluster.Pod, ...] = ()
     policy: policy.Policy = policy.DEFAULT
+    """The policy in force: its protection caps and its ``rebalance``."""
 
 
 def check_aws(found: AwsInputs, *, now: dt.datetime) -> list[Finding]:
@@ -185,7 +183,7 @@ def eks_drain_limit(
 def capacity_rebalance_unhandled(group: AutoScalingGroup, found: AwsInputs) -> Iterator[Finding]:
     if not group.capacity_rebalance:
         return
-    if found.rebalance == "ignore":
+    if found.policy.rebalance is policy.RebalanceAction.IGNORE:
         why = "the policy's rebalance is ignore"
     elif not found.queues:
         why = "graceguard's controller reads no queue"
