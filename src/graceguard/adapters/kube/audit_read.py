@@ -25,7 +25,6 @@ from typing import Any
 
 import httpx2
 import lightkube
-import yaml
 from lightkube.core.exceptions import ApiError
 from lightkube.generic_resource import create_global_resource, create_namespaced_resource
 
@@ -447,11 +446,7 @@ async def read_cluster(
 ) -> tuple[inputs.ClusterInputs, list[dict[str, Any]]]:
     """Everything the cluster checks read, and the Deployments (for the controller's queue).
     ``KubeError`` (one line) when the API cannot be used."""
-    try:
-        api = client.connect(kubeconfig)
-    except yaml.YAMLError as err:  # client.connect lets a kubeconfig that is not YAML through
-        problem = " ".join(str(err).split())
-        raise client.KubeError(f"cannot load a kubeconfig: not valid YAML: {problem}") from None
+    api = client.connect(kubeconfig)
     where: dict[str, Any] = {"namespace": namespace or lightkube.ALL_NS}
     try:
         with client.api_errors():
