@@ -123,9 +123,10 @@ chart: helm crds-check
 	$(HELM) template graceguard $(CHART) --namespace $(CHART_NS) --kube-version $(KUBE_VERSION) --include-crds > out/chart.yaml
 
 ## chart-check: the above, and again with each of $(CHART)/ci/*-values.yaml into out/chart-*.yaml:
-## the PostgreSQL ledger, the eviction webhook with helm's certificate and with cert-manager's
+## the PostgreSQL ledger, the eviction webhook with helm's certificate and with cert-manager's,
+## the Grafana dashboard with the PrometheusRule and ServiceMonitors
 chart-check: chart
-	@for v in postgresql webhook webhook-certmanager aws agent; do \
+	@for v in postgresql webhook webhook-certmanager aws observability agent; do \
 	  $(HELM) lint --strict --kube-version $(KUBE_VERSION) $(CHART) -f $(CHART)/ci/$$v-values.yaml >/dev/null || exit 1; \
 	  $(HELM) template graceguard $(CHART) --namespace $(CHART_NS) --kube-version $(KUBE_VERSION) --include-crds \
 	    -f $(CHART)/ci/$$v-values.yaml > out/chart-$$v.yaml || exit 1; \

@@ -118,9 +118,7 @@ class Controller:
             [k for a in result.actions if (k := written_key(a)) is not None]
         )
         outcomes = await self._executor.run(result.actions, now=now)
-        metrics.observe_round(
-            result=result, outcomes=outcomes, open_requests=len(requests), now=now
-        )
+        metrics.observe_round(result=result, outcomes=outcomes, requests=requests, now=now)
         written = {written_key(o.action) for o in outcomes if o.ok}
         await self._view.settle({k: v for k, v in before.items() if k in written})
         return result.next_wakeup

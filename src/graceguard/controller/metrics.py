@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 import prometheus_client as prom
 
+from graceguard.domain import disruption
 from graceguard.engine import actions as act
 from graceguard.engine import reconciler
 
@@ -41,6 +42,13 @@ NOTICE_LEAD = prom.Histogram(
     registry=REGISTRY,
 )
 ROUNDS = prom.Counter("graceguard_reconcile_rounds", "Reconcile rounds run.", registry=REGISTRY)
+DEADLINE = prom.Gauge(
+    "graceguard_disruption_deadline_seconds",
+    "Seconds until each open disruption's deadline (its own, or its node hold's cap), negative "
+    "once passed; only disruptions that have one.",
+    ["disruption", "node", "source"],
+    registry=REGISTRY,
+)
 NOTIFICATIONS = prom.Counter(
     "graceguard_notifications",
     "Notices to the policy's notify sinks, by event and outcome: sent; failed (given up after "
@@ -54,12 +62,18 @@ def observe_round(
     *,
     result: reconciler.Reconciliation,
     outcomes: Sequence[Outcome],
-    open_requests: int,
+    requests: Sequence[disruption.DisruptionRequest],
     now: dt.datetime,
 ) -> None:
     ROUNDS.inc()
     PROTECTED.set(result.protected_pods)
-    OPEN_DISRUPTIONS.set(open_requests)
+    OPEN_DISRUPTIONS.set(len(requests))
+    DEADLINE.clear()  # a disruption that is done or gone leaves no series behind
+    for r in requests:
+        if (deadline := r.effective_deadline) is not None:
+            DEADLINE.labels(disruption=r.id, node=r.node, source=r.source).set(
+                (deadline - now).total_seconds()
+            )
     scheduled = {p.pod.key: p.scheduled_notice_at for p in result.plans}
     for o in outcomes:
         if isinstance(o.action, act.Evict | act.ForceDelete):
