@@ -87,6 +87,9 @@ def grace_over_autoscaler_cap(
     cap, where, source = _cap(found)
     if takes_over(found, source):
         return
+    # Without an autoscaler Deployment in sight (a managed one runs outside the cluster), the
+    # default cap is assumed: worth a look, not certain.
+    severity = Severity.HIGH if found.autoscalers else Severity.MEDIUM
     for p in pods:
         pod = p.pod
         if p.mirror or pod.daemon or pod.grace_seconds <= cap:
@@ -95,7 +98,7 @@ def grace_over_autoscaler_cap(
             continue
         yield _pod(
             "grace-over-autoscaler-cap",
-            Severity.HIGH,
+            severity,
             pod,
             f"its grace period ({_seconds(pod.grace_seconds)}) is longer than the "
             f"{_seconds(cap)} cluster-autoscaler allows ({where}), so a scale-down kills it "
