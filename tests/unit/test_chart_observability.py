@@ -205,7 +205,9 @@ def test_the_chart_app_version_is_the_package_version() -> None:
     assert chart["appVersion"] == project["version"]
     deployment = one(rendered("chart.yaml"), "Deployment")
     (container,) = deployment["spec"]["template"]["spec"]["containers"]
-    assert container["image"] == f"ghcr.io/graceguard/graceguard:{project['version']}"
+    values = yaml.safe_load((CHART_DIR / "values.yaml").read_text(encoding="utf-8"))
+    assert values["image"]["tag"] == ""
+    assert container["image"] == f"{values['image']['repository']}:{project['version']}"
 
 
 def _deadline_series() -> dict[str, float]:
