@@ -2,7 +2,8 @@
 
 Informers (``ClusterView``) feed the reconcile loop, which acts only while this replica holds the
 Lease; the executor writes through ``LightkubeWriter``; the recorder and the termination observer
-write to the ledger; probes and metrics are served over HTTP. ``supervisor.supervise`` runs it
+write to the ledger; the notifier sends the policy's ``notify`` sinks their notices over HTTP
+(``HttpSender``); probes and metrics are served over HTTP. ``supervisor.supervise`` runs it
 all and shuts it down in order (Lease released, then the client and the ledger closed).
 
 Wiring only: no decisions here, and no client library (those are behind ``graceguard.adapters``).
