@@ -72,6 +72,17 @@ def controller(
     aws_region: Annotated[
         str | None, typer.Option(help="AWS region; default: the usual AWS settings.")
     ] = None,
+    aws_visibility_timeout: Annotated[
+        int,
+        typer.Option(
+            min=10,
+            max=43200,
+            help="Seconds a received queue message stays hidden; a held instance's message is "
+            "extended before that and deleted once its node is drained. After a failover the "
+            "next leader receives it again within this time (the hold itself never waits: "
+            "it lives in the Disruption).",
+        ),
+    ] = 300,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log at debug level.")] = False,
 ) -> None:
     """Run the graceguard controller: notices, protection projection, guarded drains.
@@ -90,7 +101,12 @@ def controller(
             )
         if aws_endpoint is not None and not aws_endpoint.startswith(("https://", "http://")):
             raise files.fail(f"--aws-endpoint: expected a URL, got {aws_endpoint!r}")
-        aws = aws_process.AwsOptions(queue_url=aws_queue, endpoint=aws_endpoint, region=aws_region)
+        aws = aws_process.AwsOptions(
+            queue_url=aws_queue,
+            endpoint=aws_endpoint,
+            region=aws_region,
+            visibility_seconds=aws_visibility_timeout,
+        )
     elif aws_endpoint is not None or aws_region is not None:
         raise files.fail("--aws-endpoint and --aws-region need --aws-queue")
     try:

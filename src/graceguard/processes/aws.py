@@ -23,6 +23,7 @@ class AwsOptions:
     queue_url: str
     endpoint: str | None = None
     region: str | None = None
+    visibility_seconds: int = aws_queue.VISIBILITY_SECONDS
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -65,6 +66,8 @@ def wire(
         ),
         disruptions=found,
         leadership=leadership,
+        visibility_seconds=options.visibility_seconds,
+        check_seconds=min(aws_queue.CHECK_SECONDS, options.visibility_seconds / 3),
     )
 
     async def close() -> None:

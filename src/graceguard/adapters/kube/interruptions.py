@@ -52,11 +52,12 @@ class ProviderNodes:
 
     async def _list(self) -> None:
         found: dict[str, str] = {}
-        async for node in self._client.list(resources.Node):
-            provider = (node.spec.providerID if node.spec else None) or ""
+        async for node in self._client.list(resources.Node):  # generic: plain mappings
+            provider = str((node.get("spec") or {}).get("providerID") or "")
+            name = (node.get("metadata") or {}).get("name")
             instance = aws_events.instance_from_provider_id(provider)
-            if instance is not None and node.metadata is not None and node.metadata.name:
-                found[instance] = node.metadata.name
+            if instance is not None and isinstance(name, str):
+                found[instance] = name
         self._by_instance = found
         self._listed = time.monotonic()
 
