@@ -409,12 +409,20 @@ class _NodePlanner:
         for request in self.requests:
             if request.hold is None or request.id in self.completed:
                 continue
-            if self.now >= request.hold.heartbeat_due:
+            early = request.hold.heartbeat_timeout / HEARTBEAT_BATCH
+            if self.now >= request.hold.heartbeat_due - early:
                 self.out.append(act.ExtendHold(request.id, request.node))
                 # The heartbeat restarts the hold's timeout: wake for the one after it.
                 self.wake.at_least(self.now + request.hold.heartbeat_timeout / 2, self.now)
             else:
                 self.wake.at_least(request.hold.heartbeat_due, self.now)
+
+
+HEARTBEAT_BATCH = 8
+"""A round that heartbeats one hold also heartbeats every hold due within 1/8 of its timeout:
+the loop then wakes about once per timeout/8 for any number of holds (a thousand holds whose
+actions began at different times would otherwise each need a round of their own), and no
+heartbeat is ever later than half the timeout."""
 
 
 def _phase_ends(

@@ -1,0 +1,456 @@
+"""The EKS/ASG desiredSize story on real parts: a real control plane (kwok nodes that are the
+instances of an Auto Scaling group in moto, ``spec.providerID: aws:///us-east-1a/i-...``), a real
+SQS queue in moto, and ``graceguard controller --aws-queue`` as a process.
+
+Emulated, because moto has no lifecycle flow: when the group's desired capacity drops, moto
+removes an instance at once, with no ``Terminating:Wait`` and no notification. The test plays
+that part of AWS: it posts the hook's notification to the queue in AWS's documented shape
+(``aws_messages.lifecycle_direct``) for the instance moto removed, and the controller processes
+are started through ``hack/asg_lifecycle.py``, which answers ``RecordLifecycleActionHeartbeat``
+and ``CompleteLifecycleAction`` (missing in moto) at botocore's ``before-call`` seam, records
+each call with its parameters and time, and refuses (as AWS does) a call for an action that was
+completed or whose heartbeat timeout lapsed. Everything else (SQS, DescribeLifecycleHooks, the
+group) is moto over HTTP, and everything Kubernetes is the real API server.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import itertools
+import json
+import pathlib
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import pytest
+from lightkube import Client
+from lightkube.resources.core_v1 import Node, Pod
+
+import asg_lifecycle
+import aws_messages as msg
+import controlplane
+import motoserver
+
+from . import graceguard_proc as gg
+from .conftest import NodeFactory
+from .kube import get_or_none, pod, run_pod, wait_until
+
+pytestmark = pytest.mark.e2e
+
+GROUP, HOOK = "eks-batch-ng", "graceguard"
+HOOK_TIMEOUT = 40
+"""Seconds: heartbeats every 20 s; a failover (Lease taken within ~15 s) fits inside it."""
+VISIBILITY = 30
+ZONE = "us-east-1a"
+
+
+@pytest.fixture(scope="module")
+def moto() -> Iterator[motoserver.MotoServer]:
+    with motoserver.running_moto() as server:
+        yield server
+
+
+@pytest.fixture
+def aws(moto: motoserver.MotoServer, monkeypatch: pytest.MonkeyPatch) -> motoserver.MotoServer:
+    moto.reset()
+    for key, value in moto.env().items():
+        monkeypatch.setenv(key, value)
+    return moto
+
+
+def _queue() -> str:
+    client = boto3.client("sqs")
+    dlq = client.create_queue(QueueName="graceguard-dlq")["QueueUrl"]
+    arn = client.get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])["Attributes"][
+        "QueueArn"
+    ]
+    redrive = json.dumps({"deadLetterTargetArn": arn, "maxReceiveCount": "5"})
+    return str(
+        client.create_queue(QueueName="graceguard", Attributes={"RedrivePolicy": redrive})[
+            "QueueUrl"
+        ]
+    )
+
+
+def _group(size: int) -> list[str]:
+    ec2, asg = boto3.client("ec2"), boto3.client("autoscaling")
+    image = ec2.describe_images()["Images"][0]["ImageId"]
+    asg.create_launch_configuration(
+        LaunchConfigurationName="lc", ImageId=image, InstanceType="m5.2xlarge"
+    )
+    asg.create_auto_scaling_group(
+        AutoScalingGroupName=GROUP,
+        LaunchConfigurationName="lc",
+        MinSize=0,
+        MaxSize=size,
+        DesiredCapacity=size,
+        AvailabilityZones=[ZONE],
+    )
+    asg.put_lifecycle_hook(
+        LifecycleHookName=HOOK,
+        AutoScalingGroupName=GROUP,
+        LifecycleTransition="autoscaling:EC2_INSTANCE_TERMINATING",
+        HeartbeatTimeout=HOOK_TIMEOUT,
+        NotificationTargetARN="arn:aws:sqs:us-east-1:123456789012:graceguard",
+        RoleARN="arn:aws:iam::123456789012:role/asg-notify",
+    )
+    return _instances()
+
+
+def _instances() -> list[str]:
+    found = boto3.client("autoscaling").describe_auto_scaling_groups(AutoScalingGroupNames=[GROUP])
+    return sorted(i["InstanceId"] for i in found["AutoScalingGroups"][0]["Instances"])
+
+
+def _instance_nodes(kube: Client, kwok_nodes: NodeFactory, instances: list[str]) -> dict[str, str]:
+    """A kwok node per instance, its providerID naming it; instance -> node name."""
+    found = {}
+    for i, instance in enumerate(instances):
+        name = gg.node_name(kwok_nodes(f"ip-10-0-1-{i + 10}"))
+        kube.patch(Node, name, {"spec": {"providerID": f"aws:///{ZONE}/{instance}"}})
+        found[instance] = name
+    return found
+
+
+def _scale_in(emulator: asg_lifecycle.Emulator, queue: str, before: list[str]) -> str:
+    """Drop the desired capacity by one; moto removes an instance at once. Then, as AWS would
+    with the hook, the instance waits and the hook's notification reaches the queue."""
+    boto3.client("autoscaling").set_desired_capacity(
+        AutoScalingGroupName=GROUP, DesiredCapacity=len(before) - 1
+    )
+    (gone,) = set(before) - set(_instances())
+    token = str(uuid.uuid4())
+    now = time.time()
+    emulator.pending(
+        token=token,
+        group=GROUP,
+        hook=HOOK,
+        instance=gone,
+        timeout_seconds=HOOK_TIMEOUT,
+        started=now,
+    )
+    body = msg.lifecycle_direct(
+        group=GROUP,
+        hook=HOOK,
+        instance=gone,
+        token=token,
+        at=dt.datetime.fromtimestamp(now, dt.UTC),
+    )
+    boto3.client("sqs").send_message(QueueUrl=queue, MessageBody=body)
+    return gone
+
+
+def _start(
+    control_plane: controlplane.ControlPlane,
+    moto: motoserver.MotoServer,
+    *,
+    name: str,
+    workdir: pathlib.Path,
+    namespace: str,
+    queue: str,
+    state: pathlib.Path,
+) -> gg.Controller:
+    """``graceguard controller --aws-queue`` as a process, through the lifecycle emulator."""
+    health, metrics = controlplane.free_port(), controlplane.free_port()
+    log = workdir / f"{name}.log"
+    env = {**gg.env(control_plane.kubeconfig), **moto.env()}
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                str(gg.REPO / "hack" / "asg_lifecycle.py"),
+                str(state),
+                "controller",
+                "--ledger",
+                f"sqlite+aiosqlite:///{workdir / (name + '.db')}",
+                "--lease-namespace",
+                namespace,
+                "--identity",
+                name,
+                "--health-port",
+                str(health),
+                "--metrics-port",
+                str(metrics),
+                "--probe-host",
+                "127.0.0.1",
+                "--aws-queue",
+                queue,
+                "--aws-endpoint",
+                moto.endpoint,
+                "--aws-region",
+                moto.region,
+                "--aws-visibility-timeout",
+                str(VISIBILITY),
+            ],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=workdir,
+        )
+    controller = gg.Controller(name, process, log, health, metrics)
+    wait_until(controller.ready, timeout=60, what=f"controller {name} ready")
+    return controller
+
+
+def _cordoned(kube: Client, node: str) -> bool:
+    spec = kube.get(Node, node).spec
+    return bool(spec is not None and spec.unschedulable)
+
+
+def _queue_empty(queue: str) -> bool:
+    attrs: Any = boto3.client("sqs").get_queue_attributes(
+        QueueUrl=queue,
+        AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
+    )["Attributes"]
+    return all(int(v) == 0 for v in attrs.values())
+
+
+def _held(kube: Client, node: str) -> dict[str, Any] | None:
+    found = [d for d in gg.disruptions(kube, node) if d["spec"].get("hold")]
+    return found[0] if found else None
+
+
+def _check_hold_calls(
+    emulator: asg_lifecycle.Emulator, instance: str, started: float
+) -> list[asg_lifecycle.Call]:
+    """Every call for the instance answered ok (none after a lapse: the emulator refuses those),
+    heartbeats never further apart than the timeout, exactly one CONTINUE, last."""
+    calls = [c for c in emulator.calls() if c.params.get("InstanceId") == instance]
+    assert calls, "no lifecycle call for the held instance"
+    assert all(c.answer == "ok" for c in calls), [(c.operation, c.answer) for c in calls]
+    beats = [c.at for c in calls if c.operation == "RecordLifecycleActionHeartbeat"]
+    completes = [c for c in calls if c.operation == "CompleteLifecycleAction"]
+    assert len(completes) == 1 and completes[0].params["LifecycleActionResult"] == "CONTINUE"
+    assert calls[-1] is completes[0]
+    marks = [started, *beats, completes[0].at]
+    worst = max(b - a for a, b in itertools.pairwise(marks))
+    assert worst < HOOK_TIMEOUT, (worst, marks)
+    print(f"heartbeats: {len(beats)}, worst gap {worst:.1f}s of a {HOOK_TIMEOUT}s timeout")
+    return calls
+
+
+def test_desired_size_drop_is_held_until_the_long_pod_finished_with_notice(
+    control_plane: controlplane.ControlPlane,
+    kube: Client,
+    namespace: str,
+    kwok_nodes: NodeFactory,
+    policy: None,
+    aws: motoserver.MotoServer,
+    tmp_path: pathlib.Path,
+) -> None:
+    """An Auto Scaling group of two instances (kwok nodes) running a job each that must not be
+    cut (``min-runtime`` 60 s, longer than the hook's 40 s timeout). The desired capacity drops
+    to one: graceguard holds the removed instance (a Disruption with the hold, phase Held, the
+    node cordoned), heartbeats the hook, tells the job (ProposedEviction, ScheduledEviction),
+    evicts it once its protection ends with its own grace, then sends CONTINUE exactly once and
+    deletes the message. The other node and its job are left alone."""
+    queue = _queue()
+    instances = _group(2)
+    nodes = _instance_nodes(kube, kwok_nodes, instances)
+    for instance, node in nodes.items():
+        run_pod(
+            kube,
+            namespace,
+            pod(
+                f"job-{instance[-6:]}",
+                annotations={"graceguard.io/min-runtime": "60s"},
+                grace_seconds=2,
+                node_name=node,
+            ),
+        )
+    emulator = asg_lifecycle.Emulator(tmp_path / "asg")
+    a = _start(
+        control_plane,
+        aws,
+        name="gg-a",
+        workdir=tmp_path,
+        namespace=namespace,
+        queue=queue,
+        state=emulator.directory,
+    )
+    try:
+        wait_until(lambda: gg.holder(kube, namespace) == "gg-a", timeout=30, what="gg-a leads")
+        started = time.time()
+        gone = _scale_in(emulator, queue, instances)
+        victim, kept = nodes[gone], next(n for i, n in nodes.items() if i != gone)
+        job, other = f"job-{gone[-6:]}", next(f"job-{i[-6:]}" for i in nodes if i != gone)
+        held = wait_until(lambda: _held(kube, victim), timeout=30, what="a held Disruption")
+        hold = held["spec"]["hold"]
+        assert (hold["autoScalingGroup"], hold["lifecycleHook"], hold["instanceId"]) == (
+            GROUP,
+            HOOK,
+            gone,
+        )
+        assert hold["heartbeatTimeout"] == f"{HOOK_TIMEOUT}s"
+        assert held["spec"]["class"] == "voluntary" and held["spec"]["source"] == "asg-lifecycle"
+        wait_until(
+            lambda: gg.phase(_held(kube, victim) or {}) == "Held", timeout=30, what="phase Held"
+        )
+        assert _cordoned(kube, victim)
+        wait_until(lambda: gg.drained(kube, victim), timeout=150, what="the held node drained")
+        reasons = gg.reasons(kube, namespace, job)
+        for expected in ("ProposedEviction", "ScheduledEviction", "Evicted"):
+            assert reasons.count(expected) == 1, (reasons, gg.output_of(a))
+        assert get_or_none(kube, Pod, job, namespace) is None
+        calls = _check_hold_calls(emulator, gone, started)
+        evicted = next(e for e in gg.events(kube, namespace, job) if e.reason == "Evicted")
+        assert evicted.firstTimestamp is not None
+        assert calls[-1].at >= evicted.firstTimestamp.timestamp() - 1
+        assert (_held(kube, victim) or {})["status"]["hold"]["lastHeartbeat"]
+        wait_until(lambda: _queue_empty(queue), timeout=3 * VISIBILITY, what="message deleted")
+        # the other instance and its job: untouched
+        assert not _cordoned(kube, kept)
+        assert "ProposedEviction" not in gg.reasons(kube, namespace, other)
+        assert gg.disruptions(kube, kept) == []
+    finally:
+        a.stop()
+
+
+def test_the_leader_killed_mid_hold_another_keeps_it_one_continue(
+    control_plane: controlplane.ControlPlane,
+    kube: Client,
+    namespace: str,
+    kwok_nodes: NodeFactory,
+    policy: None,
+    aws: motoserver.MotoServer,
+    tmp_path: pathlib.Path,
+) -> None:
+    """Two replicas; the leader is killed (SIGKILL) after its first heartbeat. The other takes
+    the Lease and resumes the heartbeats from the Disruption (token, timeout, lastHeartbeat): no
+    gap reaches the hook's timeout (the emulator would refuse the next call), exactly one
+    CONTINUE, and the message, received again by the new leader after its visibility lapsed, is
+    deleted once the Disruption is Done."""
+    queue = _queue()
+    instances = _group(2)
+    nodes = _instance_nodes(kube, kwok_nodes, instances)
+    for instance, node in nodes.items():
+        run_pod(
+            kube,
+            namespace,
+            pod(
+                f"job-{instance[-6:]}",
+                annotations={"graceguard.io/min-runtime": "90s"},
+                grace_seconds=2,
+                node_name=node,
+            ),
+        )
+    emulator = asg_lifecycle.Emulator(tmp_path / "asg")
+    a = _start(
+        control_plane,
+        aws,
+        name="gg-a",
+        workdir=tmp_path,
+        namespace=namespace,
+        queue=queue,
+        state=emulator.directory,
+    )
+    b: gg.Controller | None = None
+    try:
+        wait_until(lambda: gg.holder(kube, namespace) == "gg-a", timeout=30, what="gg-a leads")
+        b = _start(
+            control_plane,
+            aws,
+            name="gg-b",
+            workdir=tmp_path,
+            namespace=namespace,
+            queue=queue,
+            state=emulator.directory,
+        )
+        started = time.time()
+        gone = _scale_in(emulator, queue, instances)
+        victim = nodes[gone]
+        wait_until(
+            lambda: emulator.calls("RecordLifecycleActionHeartbeat"),
+            timeout=HOOK_TIMEOUT,
+            what="gg-a's first heartbeat",
+        )
+        a.kill()
+        wait_until(lambda: gg.holder(kube, namespace) == "gg-b", timeout=30, what="gg-b leads")
+        wait_until(lambda: gg.drained(kube, victim), timeout=180, what="drained by gg-b")
+        calls = _check_hold_calls(emulator, gone, started)
+        pids = {c.pid for c in calls if c.operation == "RecordLifecycleActionHeartbeat"}
+        assert a.process.pid in pids and b.process.pid in pids, (pids, a.process.pid)
+        assert calls[-1].pid == b.process.pid
+        assert len([d for d in gg.disruptions(kube, victim) if d["spec"].get("hold")]) == 1
+        wait_until(lambda: _queue_empty(queue), timeout=4 * VISIBILITY, what="message deleted")
+    finally:
+        a.kill()
+        if b is not None:
+            b.stop()
+
+
+def test_a_spot_interruption_warning_drains_its_node_before_the_two_minutes(
+    control_plane: controlplane.ControlPlane,
+    kube: Client,
+    namespace: str,
+    kwok_nodes: NodeFactory,
+    policy: None,
+    aws: motoserver.MotoServer,
+    tmp_path: pathlib.Path,
+) -> None:
+    """An EventBridge spot interruption warning (AWS's shape) for a node's instance: an imminent
+    Disruption whose deadline is the event's time + 2 minutes; the node is cordoned; its pod,
+    protected for an hour, is still told (ProposedEviction, ScheduledEviction) and evicted with
+    its own grace before the deadline; the message is deleted; another node is left alone."""
+    queue = _queue()
+    spot, other_instance = "i-0a1b2c3d4e5f60718", "i-0a1b2c3d4e5f60719"
+    nodes = _instance_nodes(kube, kwok_nodes, [spot, other_instance])
+    for instance, node in nodes.items():
+        run_pod(
+            kube,
+            namespace,
+            pod(
+                f"job-{instance[-6:]}",
+                annotations={"graceguard.io/min-runtime": "1h"},
+                grace_seconds=5,
+                node_name=node,
+            ),
+        )
+    emulator = asg_lifecycle.Emulator(tmp_path / "asg")
+    a = _start(
+        control_plane,
+        aws,
+        name="gg-a",
+        workdir=tmp_path,
+        namespace=namespace,
+        queue=queue,
+        state=emulator.directory,
+    )
+    try:
+        wait_until(lambda: gg.holder(kube, namespace) == "gg-a", timeout=30, what="gg-a leads")
+        at = dt.datetime.now(dt.UTC).replace(microsecond=0)
+        boto3.client("sqs").send_message(
+            QueueUrl=queue, MessageBody=msg.spot_warning(instance=spot, at=at)
+        )
+        victim, job = nodes[spot], f"job-{spot[-6:]}"
+        found = wait_until(
+            lambda: gg.disruptions(kube, victim), timeout=30, what="the spot Disruption"
+        )
+        spec = found[0]["spec"]
+        assert (spec["class"], spec["source"]) == ("imminent", "spot-interruption")
+        deadline = at + dt.timedelta(minutes=2)
+        assert spec["deadline"] == deadline.strftime("%Y-%m-%dT%H:%M:%SZ")
+        wait_until(lambda: _cordoned(kube, victim), timeout=20, what="the node cordoned")
+        wait_until(lambda: _queue_empty(queue), timeout=30, what="the message deleted")
+        wait_until(
+            lambda: get_or_none(kube, Pod, job, namespace) is None,
+            timeout=150,
+            what="the spot node's pod gone",
+        )
+        reasons = gg.reasons(kube, namespace, job)
+        for expected in ("ProposedEviction", "ScheduledEviction", "Evicted"):
+            assert reasons.count(expected) == 1, (reasons, gg.output_of(a))
+        evicted = next(e for e in gg.events(kube, namespace, job) if e.reason == "Evicted")
+        assert evicted.firstTimestamp is not None
+        assert evicted.firstTimestamp + dt.timedelta(seconds=5) <= deadline
+        other = f"job-{other_instance[-6:]}"
+        assert "ProposedEviction" not in gg.reasons(kube, namespace, other)
+        assert not _cordoned(kube, nodes[other_instance])
+        assert emulator.calls() == []  # a spot instance has no hook to keep
+    finally:
+        a.stop()
