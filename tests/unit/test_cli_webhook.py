@@ -28,7 +28,7 @@ runner = CliRunner()
             ["--self-signed", "x", "--tls-cert", "a.crt"],
             "--self-signed: give either it or --tls-cert/--tls-key, not both",
         ),
-        (["--tls-cert", "missing.crt", "--tls-key", "missing.key"], "--tls-cert/--tls-key:"),
+        (["--tls-cert", "missing.crt", "--tls-key", "missing.key"], "--tls-cert: missing.crt: no"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(

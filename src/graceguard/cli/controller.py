@@ -12,10 +12,13 @@ import typer
 
 from graceguard.adapters import ledger as ledger_store
 from graceguard.adapters.kube import client as kube_client
-from graceguard.cli import files
+from graceguard.cli import files, options
 from graceguard.processes import aws as aws_process
 from graceguard.processes import controller as controller_process
 from graceguard.processes import supervisor
+
+LOG_LINES_MAX = 10_000
+"""Log lines kept per evicted pod (each is stored in the ledger)."""
 
 
 def controller(
@@ -93,6 +96,16 @@ def controller(
     `graceguard drain NODE`.
     """
     supervisor.setup_logging(verbose=verbose)
+    ports = {"--metrics-port": metrics_port, "--health-port": health_port}
+    try:
+        ns_option = options.named("lease_namespace", "--lease-namespace", "POD_NAMESPACE")
+        options.check_dns_label(ns_option, lease_namespace)
+        options.check_dns_subdomain("--lease-name", lease_name)
+        options.check_identity(options.named("identity", "--identity", "POD_NAME"), identity)
+        options.check_range("--log-lines", log_lines, low=0, high=LOG_LINES_MAX)
+        options.check_distinct(ports)
+    except files.InputError as err:
+        raise files.fail(str(err)) from None
     aws = None
     if aws_queue is not None:
         if not aws_queue.startswith(("https://", "http://")):
@@ -110,6 +123,10 @@ def controller(
     elif aws_endpoint is not None or aws_region is not None:
         raise files.fail("--aws-endpoint and --aws-region need --aws-queue")
     try:
+        options.check_listen("--probe-host", probe_host, ports)
+    except files.InputError as err:
+        raise files.fail(str(err)) from None
+    try:
         asyncio.run(
             controller_process.run(
                 kubeconfig=kubeconfig,
@@ -125,7 +142,9 @@ def controller(
             )
         )
     except ledger_store.LedgerError as err:
-        raise files.fail(f"--ledger: {err}") from None
+        option = options.named("ledger_url", "--ledger", ledger_store.ENV)
+        url = ledger_url or ledger_store.DEFAULT_URL
+        raise files.fail(options.ledger_problem(str(err), url=url, option=option)) from None
     except kube_client.KubeError as err:
         raise files.fail(str(err)) from None
     except KeyboardInterrupt:

@@ -17,7 +17,7 @@ import typer
 
 from graceguard.adapters.kube import client as kube_client
 from graceguard.adapters.kube import drains
-from graceguard.cli import files
+from graceguard.cli import files, options
 from graceguard.domain import disruption, times
 from graceguard.engine import index, projection, reconciler
 
@@ -40,6 +40,8 @@ def plan(
     if output not in ("table", "json"):
         raise files.fail(f"--output: expected table or json, got {output!r}")
     try:
+        options.check_dns_subdomain("NODE", node)
+        options.check_source("--source", source)
         rows, request = asyncio.run(plan_node(node=node, source=source, kubeconfig=kubeconfig))
     except (files.InputError, kube_client.KubeError) as err:
         raise files.fail(str(err)) from None

@@ -10,6 +10,8 @@ import datetime as dt
 import logging
 import os
 import pathlib
+import re
+import ssl
 from typing import Annotated
 
 import typer
@@ -17,13 +19,18 @@ import typer
 from graceguard.adapters import ledger as ledger_store
 from graceguard.adapters import webhook_server
 from graceguard.adapters.kube import client as kube_client
-from graceguard.cli import files
+from graceguard.cli import files, options
 from graceguard.domain import durations
 from graceguard.processes import supervisor
 from graceguard.processes import webhook as webhook_process
 from graceguard.webhook.service import FailurePolicy
 
 log = logging.getLogger("graceguard")
+
+TLS_FILE_LIMIT = files.MIB
+"""A certificate chain or key in PEM is a few KiB."""
+FACTS_MIN, FACTS_MAX = 0.1, 600.0
+BODY_MIN, BODY_MAX = 1024, 64 * files.MIB
 
 CONTROLLER_ACCOUNT = "graceguard"
 """The chart's ServiceAccount for the controller (release "graceguard")."""
@@ -122,22 +129,25 @@ def webhook(
         raise files.fail(f"--report-every: {err}") from None
     if every <= dt.timedelta(0):
         raise files.fail("--report-every: must be positive")
-    if self_signed is not None:
-        if tls_cert or tls_key:
-            raise files.fail("--self-signed: give either it or --tls-cert/--tls-key, not both")
-        from graceguard.adapters import selfsigned  # noqa: PLC0415 - see its docstring
-
-        ca, tls_cert, tls_key = selfsigned.self_signed(
-            self_signed, tls_host or ["127.0.0.1", "localhost"]
-        )
-        log.info("self-signed certificate in %s; caBundle from %s", self_signed, ca)
-    if tls_cert is None or tls_key is None:
-        raise files.fail("TLS: give --tls-cert and --tls-key, or --self-signed DIR")
-    try:
-        tls = webhook_server.ReloadingTLS(tls_cert, tls_key)
-    except (OSError, ValueError) as err:
-        raise files.fail(f"--tls-cert/--tls-key: {err}") from None
     url = None if (ledger_url or "").lower() == "none" else (ledger_url or ledger_store.DEFAULT_URL)
+    try:
+        _check_options(
+            host=host,
+            ports={"--port": port, "--metrics-port": metrics_port, "--health-port": health_port},
+            probe_host=probe_host,
+            trusted_user=trusted_user or [],
+            tls_host=tls_host or [],
+            facts_interval=facts_interval,
+            max_body=max_body,
+            identity=identity,
+            ledger_url=url,
+        )
+        tls = _tls(self_signed, tls_cert, tls_key, tls_host)
+        options.check_listen("--host", host, {"--port": port})
+        options.check_listen("--probe-host", probe_host, {"--metrics-port": metrics_port})
+        options.check_listen("--probe-host", probe_host, {"--health-port": health_port})
+    except files.InputError as err:
+        raise files.fail(str(err)) from None
     try:
         asyncio.run(
             webhook_process.run(
@@ -161,3 +171,92 @@ def webhook(
         raise files.fail(str(err)) from None
     except KeyboardInterrupt:
         return
+
+
+def _check_options(
+    *,
+    host: str,
+    ports: dict[str, int],
+    probe_host: str,
+    trusted_user: list[str],
+    tls_host: list[str],
+    facts_interval: float,
+    max_body: int,
+    identity: str | None,
+    ledger_url: str | None,
+) -> None:
+    """Every option that could stop the webhook after start-up, or make it misbehave, checked
+    before anything connects (``files.InputError`` naming the option); whether its ports can be
+    listened on is checked after the TLS files."""
+    options.check_distinct(ports)
+    for user in trusted_user:
+        options.check_text("--trusted-user", user, limit=options.USERNAME_MAX)
+    for name in tls_host:
+        options.check_host_name("--tls-host", name)
+    options.check_seconds("--facts-interval", facts_interval, low=FACTS_MIN, high=FACTS_MAX)
+    options.check_range("--max-body", max_body, low=BODY_MIN, high=BODY_MAX)
+    options.check_identity(options.named("identity", "--identity", "POD_NAME"), identity)
+    if ledger_url is not None:
+        option = options.named("ledger_url", "--ledger", ledger_store.ENV)
+        options.check_ledger_url(ledger_url, option=option)
+
+
+def _tls(
+    self_signed: pathlib.Path | None,
+    tls_cert: pathlib.Path | None,
+    tls_key: pathlib.Path | None,
+    tls_host: list[str] | None,
+) -> webhook_server.ReloadingTLS:
+    """The serving certificate: made in ``--self-signed DIR``, or read from the two files, each
+    checked (a PEM file of its kind, at most 1 MiB) so the line names the one at fault."""
+    cert_option = options.named("tls_cert", "--tls-cert", "GRACEGUARD_TLS_CERT")
+    key_option = options.named("tls_key", "--tls-key", "GRACEGUARD_TLS_KEY")
+    if self_signed is not None:
+        if self_signed.exists() and not self_signed.is_dir():
+            raise files.InputError(f"--self-signed: {self_signed} is not a directory")
+        if tls_cert or tls_key:
+            raise files.InputError(
+                "--self-signed: give either it or --tls-cert/--tls-key, not both"
+            )
+        from graceguard.adapters import selfsigned  # noqa: PLC0415 - see its docstring
+
+        try:
+            ca, tls_cert, tls_key = selfsigned.self_signed(
+                self_signed, tls_host or ["127.0.0.1", "localhost"]
+            )
+        except OSError as err:
+            raise files.InputError(
+                f"--self-signed: cannot write in {self_signed}: {err.strerror or err}"
+            ) from None
+        log.info("self-signed certificate in %s; caBundle from %s", self_signed, ca)
+    if tls_cert is None or tls_key is None:
+        raise files.InputError("TLS: give --tls-cert and --tls-key, or --self-signed DIR")
+    _check_pem(cert_option, tls_cert, "CERTIFICATE", "a PEM certificate")
+    _check_pem(key_option, tls_key, "PRIVATE KEY", "a PEM private key")
+    try:
+        return webhook_server.ReloadingTLS(tls_cert, tls_key)
+    except ssl.SSLError as err:
+        if "KEY_VALUES_MISMATCH" in str(err):
+            raise files.InputError(
+                f"{key_option}: {tls_key} is not the key of the certificate in {tls_cert}"
+            ) from None
+        raise files.InputError(f"{cert_option}/{key_option}: cannot use them: {err}") from None
+    except OSError as err:
+        raise files.InputError(f"{cert_option}/{key_option}: {err}") from None
+
+
+def _check_pem(option: str, path: pathlib.Path, label: str, kind: str) -> None:
+    if not path.is_file():
+        why = "not a regular file" if path.exists() else "no such file"
+        raise files.InputError(f"{option}: {path}: {why}")
+    try:
+        text = files.read_text(path, limit=TLS_FILE_LIMIT, kind=kind)
+    except files.InputError as err:
+        raise files.InputError(f"{option}: {err}") from None
+    except UnicodeDecodeError:
+        raise files.InputError(f"{option}: {path}: not {kind} (not text)") from None
+    except OSError as err:
+        raise files.InputError(f"{option}: {path}: cannot read ({err.strerror})") from None
+    begin = re.compile(rf"-----BEGIN [A-Z ]*{label}-----")
+    if not begin.search(text):
+        raise files.InputError(f"{option}: {path}: not {kind} (no BEGIN {label} line)")

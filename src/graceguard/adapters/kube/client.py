@@ -79,7 +79,12 @@ def connect(kubeconfig: pathlib.Path | None = None) -> lightkube.AsyncClient:
     """``async_client``, with a kubeconfig that cannot be loaded as ``KubeError``."""
     try:
         return async_client(kubeconfig)
-    except (OSError, ValueError, KeyError, lightkube.ConfigError) as err:
+    except OSError as err:
+        if err.filename is None:  # a certificate or key file the kubeconfig names (ssl says not)
+            why = f"a file it names cannot be read: {err.strerror or err}"
+            raise KubeError(f"cannot load a kubeconfig: {why}") from None
+        raise KubeError(f"cannot load a kubeconfig: {err}") from None
+    except (ValueError, KeyError, lightkube.ConfigError) as err:
         raise KubeError(f"cannot load a kubeconfig: {err}") from None
 
 
