@@ -285,3 +285,42 @@ def test_a_receiver_down_or_slow_delays_nothing(
     wait_until(failed, timeout=60, what="a notice given up after its attempts")
     assert "attempts: " in controller.output(), gg.output_of(controller)
     assert "secret" not in controller.output()
+
+
+def test_a_template_with_an_unknown_placeholder_is_refused_naming_the_field(
+    control_plane: controlplane.ControlPlane,
+    kube: Client,
+    namespace: str,
+    no_notify_after: None,
+    controller: gg.Controller,
+) -> None:
+    """The apiserver takes any text as a template; the controller reads it, refuses the policy
+    (Accepted False, InvalidSpec) naming the field and the placeholder, and keeps running."""
+    bad = [{"url": "http://127.0.0.1:9/x", "template": "${node} is going at $evictionAt"}]
+    done = control_plane.kubectl(
+        "patch",
+        "disruptionpolicy",
+        "default",
+        "--type",
+        "merge",
+        "-p",
+        json.dumps({"spec": {"notify": bad}}),
+    )
+    assert done.returncode == 0, done.stderr
+
+    def refused() -> str | None:
+        found = control_plane.kubectl("get", "disruptionpolicy", "default", "-o", "json")
+        doc = json.loads(found.stdout)
+        for c in (doc.get("status") or {}).get("conditions", []):
+            if (
+                c["type"] == "Accepted"
+                and c["status"] == "False"
+                and c.get("observedGeneration") == doc["metadata"]["generation"]
+            ):
+                return str(c["reason"]) + ": " + str(c["message"])
+        return None
+
+    said = wait_until(refused, timeout=30, what="the policy refused")
+    assert said.startswith("InvalidSpec: "), said
+    assert "spec.notify[0].template: unknown placeholder ${node}; known: ${event}" in said
+    assert controller.alive() and controller.healthy(), gg.output_of(controller)
