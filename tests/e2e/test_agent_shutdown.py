@@ -29,6 +29,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import yaml
 from lightkube import Client
 from lightkube.models.apps_v1 import DaemonSetSpec
 from lightkube.models.core_v1 import PodTemplateSpec
@@ -38,7 +39,7 @@ from lightkube.resources.core_v1 import Node, Pod
 
 import controlplane
 import logindmock
-from graceguard.domain import times
+from graceguard.domain import durations, times
 
 from . import graceguard_proc as gg
 from .conftest import NodeFactory
@@ -345,3 +346,146 @@ def test_cancelled_shutdown_restores_the_node(
         live = _on_node(kube, namespace, node).get("train")
         assert live is not None and live["metadata"].get("deletionTimestamp") is None
         assert "ShutdownCancelled" in agent.output() or "cancelled" in agent.output()
+
+
+# ---- the bundled OS-shutdown story (scenarios/os-shutdown-critical-logging.yaml) ----
+
+STORY = gg.REPO / "scenarios" / "os-shutdown-critical-logging.yaml"
+SCALE = 10
+"""The story's grace periods and the agent's delay, divided by this (5 min of delay: 30 s)."""
+CRITICAL_CLASSES = {2_000_000_000: "system-cluster-critical", 2_000_001_000: "system-node-critical"}
+
+
+def _story_pods(node: str, namespace: str) -> tuple[list[Pod], list[DaemonSet], int]:
+    """The pods the story puts on its first node (worker-1), each with a tenth of its grace,
+    bound to ``node``; its DaemonSets as DaemonSets; the agent's delay in seconds."""
+    story = yaml.safe_load(STORY.read_text())
+    first = story["nodes"][0]["name"]
+    (actor,) = [a for a in story["actors"] if a["type"] == "node-shutdown"]
+    delay = int(durations.parse_duration(actor["agentDelay"]).total_seconds()) // SCALE
+    pods: list[Pod] = []
+    daemonsets: list[DaemonSet] = []
+    for group in story["pods"]:
+        nodes = group["node"] if isinstance(group["node"], list) else [group["node"]]
+        count = group.get("count", 1)
+        on_first = sum(1 for i in range(count) if nodes[i % len(nodes)] == first)
+        grace = max(1, int(group.get("grace", 30)) // SCALE)
+        spec = pod_spec(grace_seconds=grace, node_name=node)
+        spec.priorityClassName = CRITICAL_CLASSES.get(int(group.get("priority", 0)))
+        if str(group.get("owner", "")).startswith("DaemonSet/"):
+            spec.nodeName = None
+            spec.nodeSelector = {TEST_LABEL: namespace}
+            labels = {"app": group["name"]}
+            daemonsets.append(
+                DaemonSet(
+                    metadata=ObjectMeta(name=group["name"], namespace=namespace),
+                    spec=DaemonSetSpec(
+                        selector=LabelSelector(matchLabels=labels),
+                        template=PodTemplateSpec(metadata=ObjectMeta(labels=labels), spec=spec),
+                    ),
+                )
+            )
+            continue
+        for i in range(on_first):
+            name = group["name"] if on_first == 1 else f"{group['name']}-{i}"
+            pods.append(
+                Pod(metadata=ObjectMeta(name=name, labels={"app": group["name"]}), spec=spec)
+            )
+    return pods, daemonsets, delay
+
+
+def test_the_os_shutdown_story_on_real_parts(
+    control_plane: controlplane.ControlPlane,
+    kube: Client,
+    namespace: str,
+    kwok_nodes: NodeFactory,
+    controller: gg.Controller,
+    tmp_path: pathlib.Path,
+) -> None:
+    """The story's node: web pods and the report job (regular), the log aggregator
+    (system-cluster-critical) and fluent-bit (a system-node-critical DaemonSet). No pod is asked
+    to stop before its phase (the logs pods only once every regular pod is gone), the logs pods
+    go last, every pod gets its whole grace, and the lock is released before the deadline."""
+    node = gg.node_name(kwok_nodes("story"))
+    pods, daemonsets, delay = _story_pods(node, namespace)
+    for p in pods:
+        run_pod(kube, namespace, p)
+    for ds in daemonsets:
+        kube.create(ds)
+    graces: dict[str, int] = {}
+    critical: set[str] = set()
+    for p in pods:
+        assert p.metadata is not None and p.metadata.name is not None and p.spec is not None
+        graces[p.metadata.name] = int(p.spec.terminationGracePeriodSeconds or 0)
+        if p.spec.priorityClassName:
+            critical.add(p.metadata.name)
+    for ds in daemonsets:
+        assert ds.metadata is not None and ds.spec is not None and ds.spec.template.spec
+        prefix = f"{ds.metadata.name}-"
+        name = wait_until(
+            lambda pre=prefix: next(  # type: ignore[misc]
+                (
+                    n
+                    for n, d in _on_node(kube, namespace, node).items()
+                    if n.startswith(pre) and _ready(d)
+                ),
+                None,
+            ),
+            timeout=60,
+            what=f"the DaemonSet {ds.metadata.name}'s pod Running",
+        )
+        graces[name] = int(ds.spec.template.spec.terminationGracePeriodSeconds or 0)
+        critical.add(name)
+    assert critical and set(graces) - critical, graces
+    with (
+        logindmock.running_logind(delay=delay) as mock,
+        running_agent(control_plane.kubeconfig, mock, node, tmp_path) as agent,
+    ):
+        wait_until(lambda: _ours(mock), timeout=20, what="the lock")
+        signalled = dt.datetime.now(dt.UTC)
+        mock.prepare_for_shutdown(True)
+        asked, gone, released = _follow(kube, mock, namespace, node, graces, delay)
+        log = agent.output()
+    for name in graces:
+        print(
+            f"{name}: asked {(asked[name] - signalled).total_seconds():.1f}s, "
+            f"gone {(gone[name] - signalled).total_seconds():.1f}s"
+        )
+    assert set(gone) == set(graces), (asked, gone, log)
+    regular_gone = max(gone[n] for n in graces if n not in critical)
+    for name in critical:  # nothing of the logs phase before the regular pods are gone
+        assert asked[name] >= regular_gone - dt.timedelta(seconds=0.5), (name, asked, gone)
+    assert max(gone[n] for n in critical) >= regular_gone  # the logs pods go last
+    for name, grace in graces.items():
+        assert gone[name] - asked[name] >= dt.timedelta(seconds=grace - 1), (name, asked, gone)
+    deadline = signalled + dt.timedelta(seconds=delay)
+    assert released is not None and released < deadline, (released, deadline, log)
+
+
+def _follow(
+    kube: Client,
+    mock: logindmock.LogindMock,
+    namespace: str,
+    node: str,
+    graces: dict[str, int],
+    delay: int,
+) -> tuple[dict[str, dt.datetime], dict[str, dt.datetime], dt.datetime | None]:
+    """When each pod was asked to stop and was gone, and when the lock went."""
+    asked: dict[str, dt.datetime] = {}
+    gone: dict[str, dt.datetime] = {}
+    released: dt.datetime | None = None
+    end = time.monotonic() + delay + 5
+    while time.monotonic() < end and (released is None or len(gone) < len(graces)):
+        now = dt.datetime.now(dt.UTC)
+        present = _on_node(kube, namespace, node)
+        for name in graces:
+            d = present.get(name)
+            if d is not None and d["metadata"].get("deletionTimestamp") is not None:
+                asked.setdefault(name, now)
+            failed = d is not None and (d.get("status") or {}).get("phase") == "Failed"
+            if (d is None or failed) and name not in gone:
+                gone[name] = now
+        if released is None and not _ours(mock):
+            released = now
+        time.sleep(0.2)
+    return asked, gone, released

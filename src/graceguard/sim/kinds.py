@@ -135,7 +135,6 @@ KINDS: dict[str, Kind] = {
             ),
             summary="the OS of `node` shuts down at `at`",
             imminent=True,
-            not_built="the node agent's logind inhibitor lock",
         ),
         Kind(
             "upgrade",

@@ -8,8 +8,9 @@ and releases the lock; the machine powers off then, or when ``shutdownGracePerio
 Both settings default to 0: the feature is off as shipped, so every pod is killed at once. The
 kubelet stops DaemonSet pods too and honours no PDB.
 
-With graceguard its node agent holds its own ``delay`` lock for ``agentDelay`` (it raises logind's
-``InhibitDelayMaxSec`` as kubelet does): the shutdown is an imminent request with that deadline,
+With graceguard its node agent holds its own ``delay`` lock for ``agentDelay`` (logind's
+``InhibitDelayMaxSec``, raised by the operator as the agent's ``InhibitDelayTooShort`` warning
+says; ``graceguard agent``): the shutdown is an imminent request with that deadline,
 drained in priority phases, regular pods first and critical pods (log shippers) last, DaemonSet
 pods included; the agent releases the lock when the node is drained. A kubelet with its own
 graceful shutdown configured still does its part; the machine powers off once both let go.
