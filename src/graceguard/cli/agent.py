@@ -12,7 +12,7 @@ from typing import Annotated
 import typer
 
 from graceguard.adapters.kube import client as kube_client
-from graceguard.cli import files
+from graceguard.cli import files, options
 from graceguard.domain import durations
 from graceguard.processes import agent as agent_process
 from graceguard.processes import supervisor
@@ -82,14 +82,24 @@ def agent(
     the agent warns (event on the node, log, metric) when the pods need longer. Without
     logind it keeps running, says why in the condition and retries.
     """
+    ports = {"--metrics-port": metrics_port, "--health-port": health_port}
     try:
-        margin = durations.parse_duration(release_margin)
-    except durations.DurationError as err:
-        raise files.fail(f"--release-margin: {err}") from None
-    if margin < dt.timedelta(0):
-        raise files.fail("--release-margin: must not be negative")
-    if not node.strip():
-        raise files.fail("--node: required: the node this agent runs on")
+        options.check_dns_subdomain(options.named("node", "--node", "NODE_NAME"), node)
+        options.check_identity(options.named("identity", "--identity", "POD_NAME"), identity)
+        margin = _margin(release_margin)
+        if bus_address is not None:
+            _check_bus(
+                options.named("bus_address", "--bus-address", "DBUS_SYSTEM_BUS_ADDRESS"),
+                bus_address,
+            )
+        if imds and not imds_endpoint.startswith(("http://", "https://")):
+            raise files.InputError(
+                f"--imds-endpoint: expected an http:// URL, got {options.shown(imds_endpoint)}"
+            )
+        options.check_distinct(ports)
+        options.check_listen("--probe-host", probe_host, ports)
+    except files.InputError as err:
+        raise files.fail(str(err)) from None
     supervisor.setup_logging(verbose=verbose)
     try:
         asyncio.run(
@@ -109,3 +119,29 @@ def agent(
         raise files.fail(str(err)) from None
     except KeyboardInterrupt:
         return
+
+
+MARGIN_MAX = dt.timedelta(minutes=10)
+"""Longer than any logind delay worth having: a margin this long would release at once."""
+
+
+def _margin(text: str) -> dt.timedelta:
+    try:
+        margin = durations.parse_duration(text)
+    except durations.DurationError as err:
+        raise files.InputError(f"--release-margin: {err}") from None
+    if not dt.timedelta(0) <= margin <= MARGIN_MAX:
+        raise files.InputError(
+            f"--release-margin: expected 0s to {durations.format_duration(MARGIN_MAX)}, "
+            f"got {options.shown(text)}"
+        )
+    return margin
+
+
+def _check_bus(option: str, address: str) -> None:
+    """A D-Bus address: ``unix:path=...`` (the system bus socket) or another transport."""
+    if not address.isprintable() or not address.startswith(("unix:", "tcp:")) or "=" not in address:
+        raise files.InputError(
+            f"{option}: expected a D-Bus address such as "
+            f"unix:path=/run/dbus/system_bus_socket, got {options.shown(address)}"
+        )
