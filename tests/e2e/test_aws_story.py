@@ -21,6 +21,7 @@ import json
 import pathlib
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -29,7 +30,13 @@ from typing import Any
 import boto3
 import pytest
 from lightkube import Client
-from lightkube.resources.core_v1 import Node, Pod
+from lightkube.models.apps_v1 import DeploymentSpec
+from lightkube.models.core_v1 import Affinity, PodAffinityTerm, PodAntiAffinity, PodTemplateSpec
+from lightkube.models.meta_v1 import LabelSelector, ObjectMeta
+from lightkube.models.policy_v1 import PodDisruptionBudgetSpec
+from lightkube.resources.apps_v1 import Deployment
+from lightkube.resources.core_v1 import Event, Node, Pod
+from lightkube.resources.policy_v1 import PodDisruptionBudget
 
 import asg_lifecycle
 import aws_messages as msg
@@ -38,7 +45,7 @@ import motoserver
 
 from . import graceguard_proc as gg
 from .conftest import NodeFactory
-from .kube import get_or_none, pod, run_pod, wait_until
+from .kube import get_or_none, pod, pod_spec, run_pod, wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -124,25 +131,31 @@ def _scale_in(emulator: asg_lifecycle.Emulator, queue: str, before: list[str]) -
         AutoScalingGroupName=GROUP, DesiredCapacity=len(before) - 1
     )
     (gone,) = set(before) - set(_instances())
-    token = str(uuid.uuid4())
-    now = time.time()
+    _terminating(emulator, queue, gone)
+    return gone
+
+
+def _terminating(emulator: asg_lifecycle.Emulator, queue: str, instance: str) -> float:
+    """AWS's part moto lacks: ``instance`` waits in Terminating:Wait (registered with the
+    emulator) and the hook's notification reaches the queue. Returns when the action began."""
+    token, now = str(uuid.uuid4()), time.time()
     emulator.pending(
         token=token,
         group=GROUP,
         hook=HOOK,
-        instance=gone,
+        instance=instance,
         timeout_seconds=HOOK_TIMEOUT,
         started=now,
     )
     body = msg.lifecycle_direct(
         group=GROUP,
         hook=HOOK,
-        instance=gone,
+        instance=instance,
         token=token,
         at=dt.datetime.fromtimestamp(now, dt.UTC),
     )
     boto3.client("sqs").send_message(QueueUrl=queue, MessageBody=body)
-    return gone
+    return now
 
 
 def _start(
@@ -365,7 +378,7 @@ def test_the_leader_killed_mid_hold_another_keeps_it_one_continue(
         gone = _scale_in(emulator, queue, instances)
         victim = nodes[gone]
         wait_until(
-            lambda: emulator.calls("RecordLifecycleActionHeartbeat"),
+            lambda: emulator.calls("RecordLifecycleActionHeartbeat") or None,
             timeout=HOOK_TIMEOUT,
             what="gg-a's first heartbeat",
         )
@@ -429,7 +442,9 @@ def test_a_spot_interruption_warning_drains_its_node_before_the_two_minutes(
         )
         victim, job = nodes[spot], f"job-{spot[-6:]}"
         found = wait_until(
-            lambda: gg.disruptions(kube, victim), timeout=30, what="the spot Disruption"
+            lambda: gg.disruptions(kube, victim) or None,
+            timeout=30,
+            what="the spot Disruption",
         )
         spec = found[0]["spec"]
         assert (spec["class"], spec["source"]) == ("imminent", "spot-interruption")
@@ -454,3 +469,133 @@ def test_a_spot_interruption_warning_drains_its_node_before_the_two_minutes(
         assert emulator.calls() == []  # a spot instance has no hook to keep
     finally:
         a.stop()
+
+
+def _ready(kube: Client, namespace: str, app: str) -> int:
+    count = 0
+    for p in kube.list(Pod, namespace=namespace, labels={"app": app}):
+        if p.metadata is None or p.metadata.deletionTimestamp is not None or p.status is None:
+            continue
+        if any(c.type == "Ready" and c.status == "True" for c in p.status.conditions or []):
+            count += 1
+    return count
+
+
+def _pgbouncer(kube: Client, namespace: str, pool: dict[str, str]) -> None:
+    """pgbouncer: 2 replicas, never two on one node, and a PDB keeping one available."""
+    labels = {"app": "pgbouncer"}
+    spec = pod_spec(grace_seconds=5, node_selector=pool)
+    spec.affinity = Affinity(
+        podAntiAffinity=PodAntiAffinity(
+            requiredDuringSchedulingIgnoredDuringExecution=[
+                PodAffinityTerm(
+                    labelSelector=LabelSelector(matchLabels=labels),
+                    topologyKey="kubernetes.io/hostname",
+                )
+            ]
+        )
+    )
+    kube.create(
+        Deployment(
+            metadata=ObjectMeta(name="pgbouncer", namespace=namespace),
+            spec=DeploymentSpec(
+                replicas=2,
+                selector=LabelSelector(matchLabels=labels),
+                template=PodTemplateSpec(metadata=ObjectMeta(labels=labels), spec=spec),
+            ),
+        )
+    )
+    kube.create(
+        PodDisruptionBudget(
+            metadata=ObjectMeta(name="pgbouncer", namespace=namespace),
+            spec=PodDisruptionBudgetSpec(
+                minAvailable=1, selector=LabelSelector(matchLabels=labels)
+            ),
+        )
+    )
+
+
+def test_az_rebalance_of_pgbouncer_keeps_one_available_and_continues_once(
+    control_plane: controlplane.ControlPlane,
+    kube: Client,
+    namespace: str,
+    kwok_nodes: NodeFactory,
+    policy: None,
+    aws: motoserver.MotoServer,
+    tmp_path: pathlib.Path,
+) -> None:
+    """The AZRebalance story: pgbouncer (2 replicas, one per node, a PDB of minAvailable 1) on
+    two instances of an Auto Scaling group. AZRebalance launches an instance (a third node) and
+    then terminates one of the two (moto: a set-desired up, then a terminate with decrement;
+    the hook's notification posted as AWS would). graceguard holds the instance, tells its
+    pgbouncer pod and evicts it through the Eviction API (the PDB allows one), the replacement
+    comes up on the new node, and only then is CONTINUE sent, once. pgbouncer never has fewer
+    than one Ready replica."""
+    queue = _queue()
+    first = _group(2)
+    pool = {"pool": namespace}
+    nodes = {}
+    for i, instance in enumerate(first):
+        name = gg.node_name(kwok_nodes(f"ip-10-0-2-{i + 10}", labels=pool))
+        kube.patch(Node, name, {"spec": {"providerID": f"aws:///{ZONE}/{instance}"}})
+        nodes[instance] = name
+    _pgbouncer(kube, namespace, pool)
+    wait_until(lambda: _ready(kube, namespace, "pgbouncer") == 2, timeout=60, what="2 Ready")
+    emulator = asg_lifecycle.Emulator(tmp_path / "asg")
+    a = _start(
+        control_plane,
+        aws,
+        name="gg-a",
+        workdir=tmp_path,
+        namespace=namespace,
+        queue=queue,
+        state=emulator.directory,
+    )
+    lowest = [2]
+    stop = threading.Event()
+
+    def watch() -> None:
+        while not stop.is_set():
+            lowest[0] = min(lowest[0], _ready(kube, namespace, "pgbouncer"))
+            time.sleep(0.1)
+
+    watcher = threading.Thread(target=watch)
+    try:
+        wait_until(lambda: gg.holder(kube, namespace) == "gg-a", timeout=30, what="gg-a leads")
+        asg = boto3.client("autoscaling")
+        asg.update_auto_scaling_group(AutoScalingGroupName=GROUP, MaxSize=3)
+        asg.set_desired_capacity(AutoScalingGroupName=GROUP, DesiredCapacity=3)  # launch first
+        (launched,) = set(_instances()) - set(first)
+        new_node = gg.node_name(kwok_nodes("ip-10-0-2-30", labels=pool))
+        kube.patch(Node, new_node, {"spec": {"providerID": f"aws:///{ZONE}/{launched}"}})
+        watcher.start()
+        victim_instance = first[0]
+        asg.terminate_instance_in_auto_scaling_group(
+            InstanceId=victim_instance, ShouldDecrementDesiredCapacity=True
+        )
+        started = _terminating(emulator, queue, victim_instance)
+        victim = nodes[victim_instance]
+        wait_until(lambda: gg.drained(kube, victim), timeout=150, what="the instance drained")
+        _check_hold_calls(emulator, victim_instance, started)
+        wait_until(lambda: _ready(kube, namespace, "pgbouncer") == 2, timeout=60, what="2 Ready")
+        on_new = [
+            p
+            for p in kube.list(Pod, namespace=namespace, labels={"app": "pgbouncer"})
+            if p.spec is not None and p.spec.nodeName == new_node
+        ]
+        assert len(on_new) == 1
+        evicted = [
+            e
+            for e in kube.list(Event, namespace=namespace)
+            if e.reason == "Evicted" and (e.involvedObject.name or "").startswith("pgbouncer-")
+        ]
+        assert len(evicted) == 1, [e.involvedObject.name for e in evicted]
+        told = gg.reasons(kube, namespace, evicted[0].involvedObject.name or "")
+        assert told.count("ProposedEviction") == 1 and told.count("ScheduledEviction") == 1
+        wait_until(lambda: _queue_empty(queue), timeout=3 * VISIBILITY, what="message deleted")
+    finally:
+        stop.set()
+        if watcher.is_alive():
+            watcher.join()
+        a.stop()
+    assert lowest[0] >= 1, f"pgbouncer had {lowest[0]} Ready replicas\n{gg.output_of(a)}"
