@@ -25,6 +25,7 @@ import pathlib
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
@@ -35,7 +36,7 @@ from lightkube.models.apps_v1 import DaemonSetSpec
 from lightkube.models.core_v1 import PodTemplateSpec
 from lightkube.models.meta_v1 import LabelSelector, ObjectMeta
 from lightkube.resources.apps_v1 import DaemonSet
-from lightkube.resources.core_v1 import Node, Pod
+from lightkube.resources.core_v1 import Event, Node, Pod
 
 import controlplane
 import logindmock
@@ -60,6 +61,11 @@ class Agent:
 
     def output(self) -> str:
         return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+    def metrics(self) -> str:
+        url = f"http://127.0.0.1:{self.metrics_port}/metrics"
+        with urllib.request.urlopen(url, timeout=5) as resp:
+            return str(resp.read().decode())
 
     def stop(self) -> None:
         if self.process.poll() is None:
@@ -489,3 +495,75 @@ def _follow(
             released = now
         time.sleep(0.2)
     return asked, gone, released
+
+
+# ---- status: no logind, a delay too short ----
+
+
+def _node_events(kube: Client, node: str) -> list[tuple[str, str]]:
+    found = [dict(e.to_dict()) for e in kube.list(Event, namespace="default")]
+    return [
+        (str(e.get("reason")), str(e.get("message")))
+        for e in found
+        if (e.get("involvedObject") or {}).get("kind") == "Node"
+        and (e.get("involvedObject") or {}).get("name") == node
+    ]
+
+
+def test_without_logind_health_is_served_and_the_condition_says_why(
+    control_plane: controlplane.ControlPlane,
+    kube: Client,
+    kwok_nodes: NodeFactory,
+    tmp_path: pathlib.Path,
+) -> None:
+    node = gg.node_name(kwok_nodes("nologind"))
+    with (
+        logindmock.running_logind(with_logind=False) as mock,
+        running_agent(control_plane.kubeconfig, mock, node, tmp_path) as agent,
+    ):
+        held = wait_until(lambda: _held(kube, node), timeout=20, what="GracefulShutdownHeld")
+        assert held[:2] == ("False", "LogindUnavailable"), held
+        assert "org.freedesktop.login1" in held[2]
+        assert gg.probe_ok(agent.health_port, "/healthz")
+        assert gg.probe_ok(agent.health_port, "/readyz")
+        metrics = agent.metrics()
+        assert "graceguard_agent_lock_held 0.0" in metrics
+        time.sleep(2)
+        assert agent.process.poll() is None, agent.output()
+        mock.start_logind()  # logind comes: the lock is taken, no restart
+        wait_until(lambda: _ours(mock), timeout=30, what="the lock once logind is there")
+        wait_until(
+            lambda: (_held(kube, node) or ("", "", ""))[:2] == ("True", "LockHeld"),
+            timeout=20,
+            what="GracefulShutdownHeld True, LockHeld",
+        )
+
+
+def test_a_delay_shorter_than_the_pods_need_is_reported(
+    control_plane: controlplane.ControlPlane,
+    kube: Client,
+    namespace: str,
+    kwok_nodes: NodeFactory,
+    tmp_path: pathlib.Path,
+) -> None:
+    node = gg.node_name(kwok_nodes("short"))
+    run_pod(kube, namespace, pod("long", grace_seconds=120, node_name=node))
+    run_pod(kube, namespace, _critical_pod("dns", node=node, grace=30))
+    with (
+        logindmock.running_logind(delay=5) as mock,
+        running_agent(control_plane.kubeconfig, mock, node, tmp_path) as agent,
+    ):
+        found = wait_until(
+            lambda: [m for r, m in _node_events(kube, node) if r == "InhibitDelayTooShort"],
+            timeout=30,
+            what="the InhibitDelayTooShort event",
+        )
+        metrics = agent.metrics()
+        log = agent.output()
+    (message,) = found
+    assert "5s" in message and "150s" in message  # 120 s, then the critical phase's 30 s
+    assert "InhibitDelayMaxSec=" in message and "logind.conf" in message
+    assert "InhibitDelayMaxSec=" in log
+    assert "graceguard_agent_inhibit_delay_short 1.0" in metrics
+    assert "graceguard_agent_pods_need_seconds 150.0" in metrics
+    assert "graceguard_agent_inhibit_delay_max_seconds 5.0" in metrics
