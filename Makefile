@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 
 .PHONY: demo test venv lint typecheck imports unit scenarios badinput integration e2e bench clean \
         cluster-build cluster-up cluster-down helm crds crds-check chart chart-check postgres \
-        dist image dbusmock
+        dist image dbusmock aemm
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -58,10 +58,18 @@ dbusmock:
 	@command -v dbus-daemon >/dev/null && /usr/bin/python3 -c 'import dbusmock' 2>/dev/null || \
 	  (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y dbus-daemon python3-dbusmock)
 
+## aemm: AWS's instance-metadata emulator (amazon-ec2-metadata-mock) from the Go module proxy, once,
+## into $(GRACEGUARD_CACHE)/ec2-metadata-mock, for tests/integration/test_imds.py
+AEMM_VERSION := v1.13.0
+AEMM = $(GRACEGUARD_CACHE)/ec2-metadata-mock/ec2-metadata-mock
+aemm:
+	@test -x $(AEMM) || GOTOOLCHAIN=local GOFLAGS=-mod=mod GOBIN=$(dir $(AEMM)) $(GO) install \
+	  github.com/aws/amazon-ec2-metadata-mock/cmd/ec2-metadata-mock@$(AEMM_VERSION)
+
 ## integration also installs the wheel of `make dist` in a fresh venv and runs it as a kubectl
 ## plugin through the real kubectl (tests/integration/test_dist.py), and runs the entrypoint of the
 ## image of `make image` from its unpacked layers, read-only, as its user (test_image.py)
-integration: $(STAMP) postgres image chart cluster-build dbusmock
+integration: $(STAMP) postgres image chart cluster-build dbusmock aemm
 	$(PY) -m pytest tests/integration -q
 
 bench: $(STAMP) dbusmock
