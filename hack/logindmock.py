@@ -146,6 +146,10 @@ class LogindMock:
         ``False`` when it is cancelled."""
         self._control("emit", active)
 
+    def set_preparing(self, active: bool) -> None:
+        """logind's ``PreparingForShutdown`` property (true while a shutdown is under way)."""
+        self._control("preparing", active)
+
     def inhibitors(self) -> list[tuple[str, str, str, str]]:
         """``ListInhibitors``: (what, who, why, mode) of each lock held now."""
         out = self._control("list")
@@ -226,6 +230,10 @@ def _main(command: str, raw: str) -> None:  # pragma: no cover - runs under /usr
             mock.UpdateProperties(MANAGER, {"InhibitDelayMaxUSec": dbus.UInt64(arg)})
         except dbus.exceptions.DBusException:
             mock.AddProperty(MANAGER, "InhibitDelayMaxUSec", dbus.UInt64(arg))
+    elif command == "preparing":
+        dbus.Interface(obj, MOCK).UpdateProperties(
+            MANAGER, {"PreparingForShutdown": dbus.Boolean(arg)}
+        )
     elif command == "emit":
         dbus.Interface(obj, MOCK).EmitSignal(
             MANAGER, "PrepareForShutdown", "b", [dbus.Boolean(arg)]

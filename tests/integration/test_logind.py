@@ -250,3 +250,20 @@ async def test_second_prepare_for_shutdown_keeps_one_disruption(
         assert kube.opened[1].id != kube.opened[0].id
     finally:
         task.cancel()
+
+
+async def test_started_during_a_shutdown_it_missed_drains_at_once(
+    mock: logindmock.LogindMock,
+) -> None:
+    """An agent (re)started while logind is already preparing a shutdown (``PreparingForShutdown``
+    true, the signal gone by) opens the Disruption on connecting."""
+    await asyncio.to_thread(mock.set_preparing, True)
+    kube = RecordedCluster(pods=[cluster.Pod("default", "job", NODE, grace_seconds=10)])
+    agent = _agent(mock, kube)
+    task = asyncio.create_task(agent.run())
+    try:
+        await _until(lambda: bool(kube.opened), "the Disruption")
+        assert kube.opened[0].source == "os-shutdown"
+        assert _ours(await _inhibitors(mock)), "no lock while the pods drain"
+    finally:
+        task.cancel()

@@ -126,6 +126,15 @@ class _Connection:
             raise ports.LogindUnavailable(f"InhibitDelayMaxUSec: not a duration: {value!r}")
         return dt.timedelta(microseconds=value)
 
+    async def preparing_for_shutdown(self) -> bool:
+        reply = await self._call(
+            "Get",
+            "ss",
+            [MANAGER, "PreparingForShutdown"],
+            interface="org.freedesktop.DBus.Properties",
+        )
+        return bool(reply.body[0].value) if reply.body else False
+
     async def inhibit(self, *, why: str) -> ports.InhibitorLock:
         reply = await self._call("Inhibit", "ssss", ["shutdown", WHO, why, "delay"])
         fds = list(reply.unix_fds)

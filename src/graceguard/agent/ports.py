@@ -38,6 +38,10 @@ class LogindConnection(Protocol):
         """``InhibitDelayMaxUSec``: how long logind waits for delay locks after it announces a
         shutdown."""
 
+    async def preparing_for_shutdown(self) -> bool:
+        """``PreparingForShutdown``: a shutdown is under way now (an agent started, or back on
+        the bus, in the middle of one)."""
+
     async def inhibit(self, *, why: str) -> InhibitorLock:
         """``Inhibit("shutdown", "graceguard", why, "delay")``."""
 

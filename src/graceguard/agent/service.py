@@ -123,6 +123,11 @@ class NodeAgent:
             await self._take(connection)
         await self._report(self._held_status())
         asyncio.get_running_loop().create_task(self._check_needs_once())
+        if not self.shutdowns.active and await connection.preparing_for_shutdown():
+            # Started (or restarted) in the middle of a shutdown whose signal it missed: how much
+            # of the delay is left is unknown, so the whole of it is assumed.
+            log.warning("logind is already preparing a shutdown of %s: draining now", self.node)
+            await self._on_signal(True, connection)
         async for active in signals:
             await self._on_signal(active, connection)
 
