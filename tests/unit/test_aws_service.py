@@ -5,6 +5,7 @@ engine, executor and keeper with no gap over half the timeout and one CONTINUE."
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import datetime as dt
 import itertools
@@ -17,6 +18,8 @@ from graceguard.controller import aws_queue, executor, holds, loop, ports
 from graceguard.controller import interruptions as service
 from graceguard.domain import annotations as ann
 from graceguard.domain import cluster, disruption, interruptions, policy
+from graceguard.engine import actions as act
+from graceguard.engine import reconciler
 from graceguard.manifests import aws_events
 
 from .snapshot_cluster import SnapshotCluster
@@ -444,3 +447,67 @@ async def test_a_six_hour_drain_gets_heartbeats_no_more_than_half_the_timeout_ap
     assert len(sent) >= 6 * 3600 // 150
     completes = [c for c in asg.calls if c[0] == "complete"]
     assert len(completes) == 1 and completes[0][2] == "CONTINUE"
+
+
+async def test_one_round_heartbeats_every_hold_due_within_an_eighth_of_the_timeout() -> None:
+    """Holds whose actions began 20 s apart are heartbeated in the same round (the engine's
+    HEARTBEAT_BATCH): rounds do not grow with the number of holds, and none is late."""
+    requests = [
+        disruption.DisruptionRequest(
+            id=f"r{i}",
+            node=f"n{i}",
+            source="asg-lifecycle",
+            disruption_class=disruption.DisruptionClass.VOLUNTARY,
+            requested_at=T0 + dt.timedelta(seconds=20 * i),
+            hold=disruption.Hold(
+                heartbeat_timeout=TIMEOUT,
+                last_heartbeat=T0 + dt.timedelta(seconds=20 * i),
+                cap=HOLD.cap,
+            ),
+        )
+        for i in range(3)
+    ]
+    snap = cluster.Snapshot(
+        nodes=tuple(cluster.Node(f"n{i}") for i in range(3)),
+        pods=tuple(
+            cluster.Pod(
+                "ml", f"job{i}", node=f"n{i}", start_time=T0, annotations={ann.MIN_RUNTIME: "6h"}
+            )
+            for i in range(3)
+        ),
+    )
+    first_due = T0 + TIMEOUT / 2
+    result = reconciler.reconcile(
+        snapshot=snap, requests=requests, pol=policy.DEFAULT, now=first_due
+    )
+    extended = [a.request_id for a in result.actions if isinstance(a, act.ExtendHold)]
+    assert extended == ["r0", "r1"]  # r2 is due 40 s later: more than 300/8 s away
+    before = reconciler.reconcile(
+        snapshot=snap, requests=requests, pol=policy.DEFAULT, now=first_due - dt.timedelta(1)
+    )
+    assert not any(isinstance(a, act.ExtendHold) for a in before.actions)
+    assert before.next_wakeup == first_due
+
+
+async def test_the_worker_receives_only_while_leading() -> None:
+    svc, _, found, _ = _service()
+    queue = FakeQueue([ports.QueueMessage("m", msg.test_notification(group="g", at=T0), "r", 1)])
+
+    class Follower:
+        changed = asyncio.Event()
+        is_leader = False
+
+    worker = aws_queue.QueueWorker(
+        queue=queue, interruptions=svc, disruptions=found, leadership=Follower()
+    )
+    task = asyncio.create_task(worker.run())
+    await asyncio.sleep(0.05)
+    assert queue.pending and queue.deleted == []  # a follower never receives
+    Follower.is_leader = True
+    Follower.changed.set()
+    for _ in range(50):
+        await asyncio.sleep(0.01)
+        if queue.deleted:
+            break
+    task.cancel()
+    assert queue.deleted == ["r"]

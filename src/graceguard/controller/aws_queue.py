@@ -94,6 +94,7 @@ class QueueWorker:
             try:
                 await self.poll_once()
                 await self.settle_tracked()
+                await asyncio.sleep(0)  # a receive that answered at once must not starve the loop
             except asyncio.CancelledError:
                 raise
             except Exception as err:  # the queue or the network: try again shortly
