@@ -407,9 +407,10 @@ def test_a_spot_interruption_warning_drains_its_node_before_the_two_minutes(
     tmp_path: pathlib.Path,
 ) -> None:
     """An EventBridge spot interruption warning (AWS's shape) for a node's instance: an imminent
-    Disruption whose deadline is the event's time + 2 minutes; the node is cordoned; its pod,
-    protected for an hour, is still told (ProposedEviction, ScheduledEviction) and evicted with
-    its own grace before the deadline; the message is deleted; another node is left alone."""
+    Disruption whose deadline is the event's time + 2 minutes; the node is cordoned; its pod is
+    told (ProposedEviction, ScheduledEviction) and evicted with its own grace before the
+    deadline; the message is deleted; another node is left alone. (A pod protected past the
+    deadline follows the engine's imminent rules, which their own tests cover.)"""
     queue = _queue()
     spot, other_instance = "i-0a1b2c3d4e5f60718", "i-0a1b2c3d4e5f60719"
     nodes = _instance_nodes(kube, kwok_nodes, [spot, other_instance])
@@ -417,12 +418,7 @@ def test_a_spot_interruption_warning_drains_its_node_before_the_two_minutes(
         run_pod(
             kube,
             namespace,
-            pod(
-                f"job-{instance[-6:]}",
-                annotations={"graceguard.io/min-runtime": "1h"},
-                grace_seconds=5,
-                node_name=node,
-            ),
+            pod(f"job-{instance[-6:]}", grace_seconds=5, node_name=node),
         )
     emulator = asg_lifecycle.Emulator(tmp_path / "asg")
     a = _start(
