@@ -195,18 +195,24 @@ def test_an_oversized_scenario_is_refused_before_parsing(tmp_path: pathlib.Path)
 
 def test_rows_that_rely_on_parts_not_built_are_marked() -> None:
     """The demo never promises more than the product does: a "with graceguard" run that relies on
-    a part not built yet is ``with*`` and names the part; only the cluster-autoscaler stories
-    (projection, the webhook and its takeover) and the OS-shutdown story (the node agent) run on
-    built parts alone, shown on the real control plane."""
+    a part not built yet is ``with*`` and names the part; the cluster-autoscaler stories
+    (projection, the webhook and its takeover), the OS-shutdown story (the node agent) and the
+    AWS stories (the Auto Scaling hold, spot; tests/e2e/test_aws_story.py) run on built parts
+    alone, shown on the real control plane."""
     code, out, err = invoke(*ALL, "--output", "json")
     assert code == 0, err
     marked = {o["scenario"]: o["withGraceguardReliesOnNotBuilt"] for o in json.loads(out)}
     assert marked.pop("cluster-autoscaler-2h-job") == []
     assert marked.pop("cluster-autoscaler-takeover-unannotated") == []
     assert marked.pop("os-shutdown-critical-logging") == []  # tests/e2e/test_agent_shutdown.py
+    for aws in (  # tests/e2e/test_aws_story.py
+        "asg-azrebalance-pgbouncer",
+        "eks-desired-size-1h-jobs",
+        "spot-interruption-checkpointing",
+    ):
+        assert marked.pop(aws) == [], aws
     assert all(marked.values()), marked
-    hook = "the Auto Scaling lifecycle-hook hold with heartbeats"
-    assert hook in marked["asg-azrebalance-pgbouncer"]
+    assert set(marked) == {"upgrade-nightly-window-min-runtime", "expiry-10m-notice"}
     code, out, err = invoke(*ALL)
     assert code == 0, err
     assert out.count("with*") >= len(marked)

@@ -106,7 +106,6 @@ KINDS: dict[str, Kind] = {
             ),
             ("scale-in", "az-rebalance", "instance-refresh", SET_DESIRED),
             summary="terminates instances: `node`, or `desired` for set-desired",
-            not_built="the Auto Scaling lifecycle-hook hold with heartbeats",
         ),
         Kind(
             "eks-nodegroup",
@@ -117,14 +116,12 @@ KINDS: dict[str, Kind] = {
             ),
             ("scale-in", SET_DESIRED),
             summary="scales the group in: `node`, or `desired` for set-desired",
-            not_built="the Auto Scaling lifecycle-hook hold with heartbeats",
         ),
         Kind(
             "spot",
             (),
             summary="an interruption notice for `node` at `at`; gone 2 minutes later",
             imminent=True,
-            not_built="the spot interruption source (EventBridge, instance metadata)",
         ),
         Kind(
             "node-shutdown",
