@@ -394,3 +394,18 @@ async def test_throttling_and_5xx_are_retried_with_backoff(calls: clients.AwsCal
     gaps = [b - a for a, b in itertools.pairwise(attempts)]
     assert all(g > 0 for g in gaps)
     print(f"retry gaps: {[round(g, 3) for g in gaps]} s")
+
+
+async def test_no_region_is_one_clear_error(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: pathlib.Path
+) -> None:
+    """Without a region anywhere, making the clients fails with what to set, not a traceback."""
+    for key in ("AWS_REGION", "AWS_DEFAULT_REGION"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    calls = clients.AwsCalls(endpoint=None, region=None)
+    try:
+        with pytest.raises(clients.AwsConfigError, match="set --aws-region"):
+            sqs.SqsQueue(calls, url="https://sqs.example/123/q")
+    finally:
+        calls.close()

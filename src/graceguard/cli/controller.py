@@ -11,6 +11,7 @@ from typing import Annotated
 import typer
 
 from graceguard.adapters import ledger as ledger_store
+from graceguard.adapters.aws import clients as aws_clients
 from graceguard.adapters.kube import client as kube_client
 from graceguard.cli import files, options
 from graceguard.processes import aws as aws_process
@@ -106,22 +107,7 @@ def controller(
         options.check_distinct(ports)
     except files.InputError as err:
         raise files.fail(str(err)) from None
-    aws = None
-    if aws_queue is not None:
-        if not aws_queue.startswith(("https://", "http://")):
-            raise files.fail(
-                f"--aws-queue: expected an SQS queue URL (https://...), got {aws_queue!r}"
-            )
-        if aws_endpoint is not None and not aws_endpoint.startswith(("https://", "http://")):
-            raise files.fail(f"--aws-endpoint: expected a URL, got {aws_endpoint!r}")
-        aws = aws_process.AwsOptions(
-            queue_url=aws_queue,
-            endpoint=aws_endpoint,
-            region=aws_region,
-            visibility_seconds=aws_visibility_timeout,
-        )
-    elif aws_endpoint is not None or aws_region is not None:
-        raise files.fail("--aws-endpoint and --aws-region need --aws-queue")
+    aws = _aws_options(aws_queue, aws_endpoint, aws_region, aws_visibility_timeout)
     try:
         options.check_listen("--probe-host", probe_host, ports)
     except files.InputError as err:
@@ -147,5 +133,24 @@ def controller(
         raise files.fail(options.ledger_problem(str(err), url=url, option=option)) from None
     except kube_client.KubeError as err:
         raise files.fail(str(err)) from None
+    except aws_clients.AwsConfigError as err:
+        raise files.fail(f"--aws-queue: {err}") from None
     except KeyboardInterrupt:
         return
+
+
+def _aws_options(
+    queue: str | None, endpoint: str | None, region: str | None, visibility: int
+) -> aws_process.AwsOptions | None:
+    """The AWS options checked: URLs where URLs go, endpoint and region only with a queue."""
+    if queue is None:
+        if endpoint is not None or region is not None:
+            raise files.fail("--aws-endpoint and --aws-region need --aws-queue")
+        return None
+    if not queue.startswith(("https://", "http://")):
+        raise files.fail(f"--aws-queue: expected an SQS queue URL (https://...), got {queue!r}")
+    if endpoint is not None and not endpoint.startswith(("https://", "http://")):
+        raise files.fail(f"--aws-endpoint: expected a URL, got {endpoint!r}")
+    return aws_process.AwsOptions(
+        queue_url=queue, endpoint=endpoint, region=region, visibility_seconds=visibility
+    )

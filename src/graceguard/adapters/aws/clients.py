@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 import boto3
 import botocore.config
+import botocore.exceptions
 
 MAX_ATTEMPTS = 8
 THREADS = 8
@@ -26,6 +27,10 @@ READ_TIMEOUT = 30
 """Above SQS's 20 s long poll."""
 
 _T = TypeVar("_T")
+
+
+class AwsConfigError(Exception):
+    """The AWS settings cannot make a client (no region); the message says what to set."""
 
 
 def config() -> botocore.config.Config:
@@ -48,9 +53,15 @@ class AwsCalls:
         )
 
     def client(self, service: str) -> Any:
-        return self._session.client(  # type: ignore[call-overload]
-            service, endpoint_url=self._endpoint, config=config()
-        )
+        """A client for ``service``; ``AwsConfigError`` when no region is set anywhere."""
+        try:
+            return self._session.client(  # type: ignore[call-overload]
+                service, endpoint_url=self._endpoint, config=config()
+            )
+        except botocore.exceptions.NoRegionError:
+            raise AwsConfigError(
+                "no AWS region: set --aws-region (chart: aws.region) or AWS_REGION"
+            ) from None
 
     async def run(self, fn: Callable[..., _T], /, **kwargs: Any) -> _T:
         """``fn(**kwargs)`` in the pool."""
