@@ -28,7 +28,8 @@ notice lead, so: its announced eviction time has not come); or the eviction asks
 period shorter than the pod's own (``deleteOptions.gracePeriodSeconds``: how cluster-autoscaler
 caps it). graceguard then evicts the pod itself: notice, protection, windows, budgets, its own
 grace. A node being removed (cordoned, or tainted by an autoscaler) gets a node disruption, an
-eviction from a schedulable node a pod disruption. An eviction of a pod that had its notice and
+eviction from a schedulable node a pod disruption, and so does a DaemonSet pod's (a node
+disruption leaves those). An eviction of a pod that had its notice and
 asks for at least its grace goes through the rules above, as without takeover.
 
 The PodDisruptionBudget itself is not checked here: the Eviction API enforces it after admission,
@@ -262,6 +263,11 @@ def _takeover(
         scope=scope,
         pod=pod.key if scope is disruption.Scope.POD else None,
     )
+    if not request.covers(pod):
+        # A node disruption leaves DaemonSet pods, as kubectl drain does: joining one would leave
+        # this eviction refused for good. The pod's own disruption evicts it.
+        scope = disruption.Scope.POD
+        request = dataclasses.replace(request, scope=scope, pod=pod.key)
     d = decision.decide(pod=pod, prot=prot, request=request, pol=pol, now=now)
     at = announced if announced is not None and announced > now else d.eviction_at
     reason = (

@@ -262,7 +262,7 @@ class AdmissionService:
         if scope is None or not pod.node:
             return  # a pod bound to no node has nothing to drain; the refusal stands
         key = pod.node if scope is disruption.Scope.NODE else pod.key
-        if self._open_already(key, pod.node, pod.key, now):
+        if self._open_already(key, pod, now):
             metrics.TAKEOVERS.labels(source=verdict.source, scope=str(scope), result="joined").inc()
             return
         if len(self._opened) > 10_000:
@@ -282,16 +282,15 @@ class AdmissionService:
         self._opened[key] = now
         self._background(self._open(request, key, verdict.source))
 
-    def _open_already(self, key: str, node: str, pod: str, now: dt.datetime) -> bool:
-        """A takeover this replica opened for ``key`` lately, or one open on ``node`` that is
-        node-wide or for ``pod``."""
+    def _open_already(self, key: str, pod: cluster.Pod, now: dt.datetime) -> bool:
+        """A takeover this replica opened for ``key`` lately, or one open on the pod's node that
+        removes the pod (``covers``: a node disruption leaves DaemonSet pods, so it is no
+        takeover of a DaemonSet pod's eviction)."""
         opened = self._opened.get(key)
         if opened is not None and now - opened < JOIN_FOR:
             return True
-        return any(
-            r.scope is not disruption.Scope.POD or r.pod == pod
-            for r in self._state.open_disruptions(node)
-        )
+        assert pod.node is not None
+        return any(r.covers(pod) for r in self._state.open_disruptions(pod.node))
 
     async def _open(self, request: disruption.DisruptionRequest, key: str, source: str) -> None:
         if self._opener is None:
