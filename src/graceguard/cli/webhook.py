@@ -132,9 +132,7 @@ def webhook(
     url = None if (ledger_url or "").lower() == "none" else (ledger_url or ledger_store.DEFAULT_URL)
     try:
         _check_options(
-            host=host,
             ports={"--port": port, "--metrics-port": metrics_port, "--health-port": health_port},
-            probe_host=probe_host,
             trusted_user=trusted_user or [],
             tls_host=tls_host or [],
             facts_interval=facts_interval,
@@ -175,9 +173,7 @@ def webhook(
 
 def _check_options(
     *,
-    host: str,
     ports: dict[str, int],
-    probe_host: str,
     trusted_user: list[str],
     tls_host: list[str],
     facts_interval: float,
