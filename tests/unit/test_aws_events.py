@@ -31,8 +31,23 @@ def test_direct_lifecycle_notification() -> None:
         transition=aws_events.TERMINATING,
         at=AT,
         form=intr.Form.DIRECT,
+        activity_id=json.loads(body)["RequestId"],
     )
     assert isinstance(got, intr.LifecycleAction) and got.terminating
+
+
+@pytest.mark.parametrize("request_id", [None, 7, "", "not an id!", "x" * 300])
+def test_a_request_id_that_is_no_activity_id_is_dropped_not_refused(request_id: object) -> None:
+    doc = json.loads(msg.lifecycle_direct(group="ng-1", hook="gg", instance=I1, token=TOKEN, at=AT))
+    doc["RequestId"] = request_id
+    got = aws_events.parse(json.dumps(doc))
+    assert isinstance(got, intr.LifecycleAction) and got.activity_id is None
+
+
+def test_the_eventbridge_form_names_no_activity() -> None:
+    body = msg.lifecycle_eventbridge(group="ng-1", hook="gg", instance=I1, token=TOKEN, at=AT)
+    got = aws_events.parse(body)
+    assert isinstance(got, intr.LifecycleAction) and got.activity_id is None
 
 
 def test_eventbridge_lifecycle_action() -> None:

@@ -103,8 +103,42 @@ class PolicyView(FakeView):
         return self.pol, None
 
 
+class FakeCauses:
+    """``ScalingCauses``: answers each lookup in turn from ``answers`` (a cause, ``None``, an
+    exception to raise, or ``"hang"``: never answers), and records what was asked."""
+
+    def __init__(self, *answers: object) -> None:
+        self.answers = list(answers)
+        self.asked: list[tuple[str, str, str | None]] = []
+
+    async def cause(
+        self, *, group: str, instance_id: str, activity_id: str | None
+    ) -> interruptions.ScalingCause | None:
+        self.asked.append((group, instance_id, activity_id))
+        answer = self.answers.pop(0)
+        if answer == "hang":
+            await asyncio.Event().wait()
+        if isinstance(answer, Exception):
+            raise answer
+        assert answer is None or isinstance(answer, interruptions.ScalingCause)
+        return answer
+
+
+SCALE_IN = (
+    "At 2026-11-23T01:00:00Z a user request update of AutoScalingGroup constraints to min: 0, "
+    "max: 3, desired: 1 changing the desired capacity from 2 to 1.  At 2026-11-23T01:00:04Z an "
+    "instance was taken out of service in response to a difference between desired and actual "
+    "capacity, shrinking the capacity from 2 to 1."
+)
+REBALANCE = (
+    "At 2026-11-23T01:00:00Z an instance was taken out of service in response to an AZ rebalancing."
+)
+
+
 def _service(
     pol: policy.Policy = policy.DEFAULT,
+    *,
+    causes: FakeCauses | None = None,
 ) -> tuple[service.Interruptions, FakeAutoscaling, FakeDisruptions, SnapshotCluster]:
     snap = cluster.Snapshot(nodes=(cluster.Node("n1"), cluster.Node("n2")), pods=_pods())
     fake = SnapshotCluster(snap, clock=lambda: T0)
@@ -116,6 +150,8 @@ def _service(
         events=fake,
         view=PolicyView(fake, pol),
         clock=lambda: T0,
+        causes=causes,
+        cause_seconds=0.05,
     )
     return svc, asg, found, fake
 
@@ -145,6 +181,56 @@ async def test_terminating_node_opens_a_held_voluntary_disruption() -> None:
     )
     assert request.deadline == hold.cap
     assert asg.calls == []  # nothing completed: it is held
+
+
+async def test_the_scaling_activitys_cause_names_the_source_and_is_the_reason() -> None:
+    causes = FakeCauses(interruptions.ScalingCause(cause=SCALE_IN, description=f"Terminating {I1}"))
+    svc, _, found, _ = _service(causes=causes)
+    action = _lifecycle()
+    verdict = await svc.handle(action)
+    request, hold = found.objects[verdict.request_id or ""]
+    assert causes.asked == [("ng", I1, action.activity_id)] and action.activity_id
+    assert request.source == "asg-scale-in" and hold is not None
+    said = " ".join(SCALE_IN.split())  # AWS's sentence, its double spaces made single
+    assert request.reason == f"EC2 Auto Scaling terminates {I1} of group ng (hook gg): {said}"
+    assert "hold (asg-scale-in)" in verdict.message
+
+
+async def test_an_eks_node_groups_scale_in_and_an_az_rebalance() -> None:
+    eks = interruptions.ScalingCause(cause=SCALE_IN, eks_nodegroup="batch")
+    svc, _, found, _ = _service(causes=FakeCauses(eks))
+    request, _ = found.objects[(await svc.handle(_lifecycle())).request_id or ""]
+    assert request.source == "eks-nodegroup-scale-in"
+    svc, _, found, _ = _service(causes=FakeCauses(interruptions.ScalingCause(cause=REBALANCE)))
+    request, _ = found.objects[(await svc.handle(_lifecycle())).request_id or ""]
+    assert request.source == "asg-az-rebalance" and request.reason.endswith("AZ rebalancing.")
+
+
+@pytest.mark.parametrize(
+    "answer", [RuntimeError("AccessDenied: autoscaling:DescribeScalingActivities"), "hang", None]
+)
+async def test_a_cause_that_cannot_be_read_holds_as_asg_lifecycle(
+    answer: object, caplog: pytest.LogCaptureFixture
+) -> None:
+    svc, _, found, _ = _service(causes=FakeCauses(answer))
+    with caplog.at_level("INFO"):
+        verdict = await svc.handle(_lifecycle())
+    assert verdict.disposition is service.Disposition.KEEP
+    request, hold = found.objects[verdict.request_id or ""]
+    assert request.source == "asg-lifecycle" and hold is not None
+    assert request.reason == f"EC2 Auto Scaling terminates {I1} of group ng (hook gg)"
+    assert "the hold opens as asg-lifecycle" in caplog.text
+    if isinstance(answer, Exception):
+        assert "AccessDenied" in caplog.text
+
+
+async def test_a_redelivery_that_reads_the_cause_differently_joins_the_same_disruption() -> None:
+    causes = FakeCauses(RuntimeError("throttled"), interruptions.ScalingCause(cause=SCALE_IN))
+    svc, _, found, _ = _service(causes=causes)
+    first = await svc.handle(_lifecycle())
+    again = await svc.handle(_lifecycle())
+    assert first.request_id == again.request_id and len(found.objects) == 1
+    assert again.disposition is service.Disposition.KEEP and "joined" in again.message
 
 
 async def test_redelivery_joins_and_a_done_disruption_releases_the_message() -> None:

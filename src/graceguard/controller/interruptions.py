@@ -6,6 +6,13 @@
   100 x timeout), which is also its deadline: past it the imminent rules apply). The engine then
   drains the node, heartbeats the hook every half timeout and completes it with ``CONTINUE``
   when the node is empty. The message is kept in flight until the Disruption is finished.
+  Its source says who made Auto Scaling terminate the instance (``ScalingCauses``: the scaling
+  activity's ``Cause``, classified by ``domain.interruptions.scaling_source``: ``asg-scale-in``,
+  ``asg-az-rebalance``, ``asg-instance-refresh``, ``asg-health-check``, ``ec2-rebalance``,
+  ``eks-nodegroup-scale-in``), and its reason carries AWS's sentence. A cause that cannot be
+  read within ``CAUSE_SECONDS`` (or at all) is ``asg-lifecycle`` with a log line: the hold is
+  never delayed past that, nor lost. The name stays derived from ``asg-lifecycle``, so a
+  redelivery that reads the cause differently still joins the same Disruption.
 - The same for an instance that is no node of this cluster: completed at once per the policy's
   ``foreignInstance`` (``CONTINUE`` by default), logged, never held.
 - Spot interruption warning: an imminent ``Disruption``, deadline the event's time + 2 minutes.
@@ -27,20 +34,24 @@ minute of the event's own time, so the same message opens nothing new (409, join
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import datetime as dt
 import enum
 import logging
 from collections.abc import Callable
+from typing import Protocol
 
 from graceguard.controller import ports
-from graceguard.domain import cluster, disruption, interruptions, policy
+from graceguard.domain import disruption, interruptions, policy
 from graceguard.engine import actions as act
 from graceguard.manifests import disruptions as dis_manifests
 
 log = logging.getLogger(__name__)
 
-LIFECYCLE_SOURCE = "asg-lifecycle"
+LIFECYCLE_SOURCE = interruptions.LIFECYCLE_SOURCE
+CAUSE_SECONDS = 10.0
+"""The longest the cause of a termination is looked for before the hold opens without it."""
 SPOT_SOURCE = "spot-interruption"
 REBALANCE_SOURCE = "ec2-rebalance"
 HEALTH_SOURCE = "aws-health"
@@ -67,6 +78,17 @@ class Verdict:
     """With ``KEEP``: the Disruption whose end releases the message."""
 
 
+class ScalingCauses(Protocol):
+    """``DescribeScalingActivities`` (and the group's tags): why Auto Scaling terminates an
+    instance. Only this service asks it, so the port lives beside it."""
+
+    async def cause(
+        self, *, group: str, instance_id: str, activity_id: str | None
+    ) -> interruptions.ScalingCause | None:
+        """The activity terminating ``instance_id`` (by ``activity_id`` when known); ``None``
+        when AWS shows none. Raises when the call fails."""
+
+
 class Interruptions:
     def __init__(
         self,
@@ -77,7 +99,11 @@ class Interruptions:
         events: ports.EventPoster,
         view: ports.View,
         clock: Callable[[], dt.datetime],
+        causes: ScalingCauses | None = None,
+        cause_seconds: float = CAUSE_SECONDS,
     ) -> None:
+        self._causes = causes
+        self._cause_seconds = cause_seconds
         self._nodes = nodes
         self._disruptions = disruptions
         self._autoscaling = autoscaling
@@ -139,6 +165,11 @@ class Interruptions:
             )
         except LookupError as err:
             return Verdict(Disposition.RETRY, f"{where}: the hook cannot be read: {err}")
+        found = await self._cause(action, where)
+        source = interruptions.scaling_source(found)
+        reason = f"EC2 Auto Scaling terminates {where}"
+        if found is not None and found.cause:
+            reason = f"{reason}: {' '.join(found.cause.split())}"
         hold = interruptions.AsgHold(
             group=action.group,
             hook=action.hook,
@@ -149,14 +180,39 @@ class Interruptions:
         )
         request = self._request(
             node=node,
-            source=LIFECYCLE_SOURCE,
+            source=source,
             at=action.at,
             klass=disruption.DisruptionClass.VOLUNTARY,
             deadline=hold.cap,
-            reason=f"EC2 Auto Scaling terminates {where}",
+            reason=reason,
             by=f"autoscaling:{action.group}",
+            named_for=LIFECYCLE_SOURCE,
         )
-        return await self._open(request, hold=hold, what=f"hold on {where}, node {node}")
+        return await self._open(request, hold=hold, what=f"hold ({source}) on {where}, node {node}")
+
+    async def _cause(
+        self, action: interruptions.LifecycleAction, where: str
+    ) -> interruptions.ScalingCause | None:
+        if self._causes is None:
+            return None
+        try:
+            async with asyncio.timeout(self._cause_seconds):
+                found = await self._causes.cause(
+                    group=action.group,
+                    instance_id=action.instance_id,
+                    activity_id=action.activity_id,
+                )
+        except Exception as err:  # a label on the hold, never a reason to drop it
+            log.warning(
+                "the cause of %s cannot be read (%s); the hold opens as %s",
+                where,
+                str(err) or type(err).__name__,
+                LIFECYCLE_SOURCE,
+            )
+            return None
+        if found is None:
+            log.info("no scaling activity names %s; the hold opens as %s", where, LIFECYCLE_SOURCE)
+        return found
 
     async def _spot(self, event: interruptions.SpotInterruption) -> Verdict:
         node = await self._nodes.node_for(instance_id=event.instance_id)
@@ -193,12 +249,11 @@ class Interruptions:
             )
             return await self._open(request, hold=None, what=f"rebalance drain of {node}")
         told = 0
-        for pod in self._pods_on(node):
+        for pod in interruptions.told_of_rebalance(self._view.snapshot().pods, node=node):
             await self._events.post_event(
                 pod=act.PodRef(pod.namespace, pod.name, pod.uid),
-                reason="ProposedEviction",
-                message=f"EC2 recommends rebalancing instance {instance} (node {node}): it is "
-                "at elevated risk of a spot interruption; no eviction is planned yet",
+                reason=interruptions.REBALANCE_NOTICE_REASON,
+                message=interruptions.rebalance_notice(node=node, instance_id=instance),
             )
             told += 1
         return Verdict(Disposition.DELETE, f"rebalance {instance} (node {node}): {told} told")
@@ -227,13 +282,6 @@ class Interruptions:
             done.append(verdict.message)
         return Verdict(Disposition.DELETE, f"{event.event_type}: " + "; ".join(done))
 
-    def _pods_on(self, node: str) -> list[cluster.Pod]:
-        return [
-            p
-            for p in self._view.snapshot().pods
-            if p.node == node and not p.daemon and not p.finished and not p.terminating
-        ]
-
     def _request(
         self,
         *,
@@ -244,9 +292,11 @@ class Interruptions:
         deadline: dt.datetime | None,
         reason: str,
         by: str,
+        named_for: str | None = None,
     ) -> disruption.DisruptionRequest:
+        name = named_for or source
         return disruption.DisruptionRequest(
-            id=dis_manifests.request_name(source=source, node=node, pod=None, at=at),
+            id=dis_manifests.request_name(source=name, node=node, pod=None, at=at),
             node=node,
             source=source,
             disruption_class=klass,

@@ -1,8 +1,10 @@
 """What the cloud says is about to happen to an instance (issue 9), as plain values: an Auto
 Scaling termination lifecycle action (a hold graceguard may keep), a spot interruption warning, a
-rebalance recommendation, a state change, a scheduled change from AWS Health; and the hold on an
-Auto Scaling instance as a ``Disruption`` records it. ``manifests.aws_events`` reads them from
-SQS message bodies; ``controller.interruptions`` decides what each one does. Pure values.
+rebalance recommendation, a state change, a scheduled change from AWS Health; the hold on an
+Auto Scaling instance as a ``Disruption`` records it; and who made Auto Scaling terminate an
+instance (``scaling_source``: the scaling activity's ``Cause`` sentence -> the disruption source
+the policy's ``windowedSources`` and the simulator name). ``manifests.aws_events`` reads them
+from SQS message bodies; ``controller.interruptions`` decides what each one does. Pure values.
 """
 
 from __future__ import annotations
@@ -10,8 +12,9 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import enum
+from collections.abc import Iterable
 
-from graceguard.domain import disruption
+from graceguard.domain import cluster, disruption
 
 SPOT_WARNING = dt.timedelta(minutes=2)
 """A spot interruption warning comes two minutes before the instance is interrupted."""
@@ -57,6 +60,9 @@ class LifecycleAction:
     """``autoscaling:EC2_INSTANCE_TERMINATING`` or ``autoscaling:EC2_INSTANCE_LAUNCHING``."""
     at: dt.datetime
     form: Form
+    activity_id: str | None = None
+    """The scaling activity that terminates the instance (the direct notification's
+    ``RequestId``); the EventBridge form names none."""
 
     @property
     def ref(self) -> ActionRef:
@@ -157,3 +163,92 @@ class AsgHold:
     @property
     def ref(self) -> ActionRef:
         return ActionRef(self.group, self.hook, self.instance_id, self.token)
+
+
+LIFECYCLE_SOURCE = "asg-lifecycle"
+"""An Auto Scaling termination whose cause is unknown (the activity could not be read, or its
+``Cause`` is none of those below)."""
+SCALE_IN_SOURCE = "asg-scale-in"
+AZ_REBALANCE_SOURCE = "asg-az-rebalance"
+INSTANCE_REFRESH_SOURCE = "asg-instance-refresh"
+HEALTH_CHECK_SOURCE = "asg-health-check"
+CAPACITY_REBALANCE_SOURCE = "ec2-rebalance"
+"""Capacity Rebalancing replaces a spot instance after a rebalance recommendation: the same
+source as a rebalance ``drain`` from EventBridge."""
+EKS_SCALE_IN_SOURCE = "eks-nodegroup-scale-in"
+"""A scale-in of an Amazon EKS managed node group (its group carries ``eks:nodegroup-name``)."""
+EKS_NODEGROUP_TAG = "eks:nodegroup-name"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ScalingCause:
+    """What ``DescribeScalingActivities`` says of the activity terminating an instance, and the
+    EKS managed node group its group belongs to (``None``: a plain Auto Scaling group)."""
+
+    cause: str
+    """AWS's ``Cause``: "At 2026-11-21T02:00:00Z an instance was taken out of service in
+    response to a difference between desired and actual capacity, shrinking the capacity from
+    2 to 1. ..." """
+    description: str = ""
+    """AWS's ``Description``: "Terminating EC2 instance: i-0abc..." """
+    eks_nodegroup: str | None = None
+
+
+# (words of AWS's Cause, lower case; the source). The first whose words all appear wins: the
+# instance refresh and the rebalancing causes also speak of capacity, so they come first.
+_CAUSES: tuple[tuple[tuple[str, ...], str], ...] = (
+    (("instance refresh",), INSTANCE_REFRESH_SOURCE),
+    (("rebalance recommendation",), CAPACITY_REBALANCE_SOURCE),
+    (("capacity rebalanc",), CAPACITY_REBALANCE_SOURCE),
+    (("az rebalanc",), AZ_REBALANCE_SOURCE),
+    (("availability zone rebalanc",), AZ_REBALANCE_SOURCE),
+    (("balanc", "zones"), AZ_REBALANCE_SOURCE),
+    (("health check",), HEALTH_CHECK_SOURCE),
+    (("health-check",), HEALTH_CHECK_SOURCE),
+    (("status check",), HEALTH_CHECK_SOURCE),
+    (("difference between desired and actual capacity",), SCALE_IN_SOURCE),
+    (("changing the desired capacity",), SCALE_IN_SOURCE),
+    (("explicitly set group desired capacity",), SCALE_IN_SOURCE),
+    (("update of autoscalinggroup constraints",), SCALE_IN_SOURCE),
+)
+
+
+def scaling_source(found: ScalingCause | None) -> str:
+    """The disruption source of an Auto Scaling termination, from its scaling activity's
+    ``Cause`` (AWS's wording; see the User Guide's "Why did Amazon EC2 Auto Scaling terminate an
+    instance?" and "Why did my Auto Scaling group scale down?"): an instance refresh
+    (``asg-instance-refresh``), an Availability Zone rebalancing (``asg-az-rebalance``), a
+    health check replacement (``asg-health-check``), Capacity Rebalancing (``ec2-rebalance``),
+    a lower desired capacity (a user's update, a scheduled action, a scaling policy's alarm, or
+    the difference between desired and actual capacity: ``asg-scale-in``; for an EKS managed
+    node group ``eks-nodegroup-scale-in``); anything else, or no activity, ``asg-lifecycle``."""
+    if found is None:
+        return LIFECYCLE_SOURCE
+    text = " ".join(found.cause.lower().split())
+    for words, source in _CAUSES:
+        if all(w in text for w in words):
+            if source == SCALE_IN_SOURCE and found.eks_nodegroup:
+                return EKS_SCALE_IN_SOURCE
+            return source
+    return LIFECYCLE_SOURCE
+
+
+REBALANCE_NOTICE_REASON = "ProposedEviction"
+
+
+def told_of_rebalance(pods: Iterable[cluster.Pod], *, node: str) -> list[cluster.Pod]:
+    """The pods a rebalance ``notice`` tells: those on ``node`` that a drain would evict (no
+    DaemonSet pod, none finished or already terminating)."""
+    return [
+        p for p in pods if p.node == node and not p.daemon and not p.finished and not p.terminating
+    ]
+
+
+def rebalance_notice(*, node: str, instance_id: str | None) -> str:
+    """The ``ProposedEviction`` event's message on each pod of a node whose instance EC2
+    recommends rebalancing (the controller from EventBridge, the agent from instance metadata)."""
+    instance = f"instance {instance_id}" if instance_id else "the instance"
+    return (
+        f"EC2 recommends rebalancing {instance} (node {node}): it is at elevated risk of a spot "
+        "interruption; no eviction is planned yet"
+    )

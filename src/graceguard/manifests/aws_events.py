@@ -5,7 +5,8 @@ The shapes are AWS's documented ones:
 
 - an Auto Scaling lifecycle hook's own notification to its SQS target (``Origin``,
   ``Destination``, ``Service: AWS Auto Scaling``, ``Time``, ``LifecycleTransition``,
-  ``LifecycleActionToken``, ``EC2InstanceId``, ``LifecycleHookName``, ``AutoScalingGroupName``),
+  ``LifecycleActionToken``, ``EC2InstanceId``, ``LifecycleHookName``, ``AutoScalingGroupName``,
+  and ``RequestId``: the scaling activity's id, kept when it reads as one, as a hint only),
   and the ``autoscaling:TEST_NOTIFICATION`` (``Event``) sent when the target is set;
 - EventBridge events (``version``, ``id``, ``detail-type``, ``source``, ``time``, ``resources``,
   ``detail``): ``EC2 Instance-terminate Lifecycle Action`` and ``EC2 Instance-launch Lifecycle
@@ -36,6 +37,8 @@ TEST = "autoscaling:TEST_NOTIFICATION"
 INSTANCE_ID = re.compile(r"^i-[0-9a-f]{8,32}$")
 TOKEN = re.compile(r"^[0-9A-Za-z-]{36,64}$")
 """A lifecycle action token (a UUID in practice; the API allows 36 to 64 characters)."""
+ACTIVITY_ID = re.compile(r"^[0-9A-Za-z-]{1,255}$")
+"""A scaling activity's id (a UUID in practice)."""
 LIFECYCLE_TYPES = {
     "EC2 Instance-terminate Lifecycle Action": TERMINATING,
     "EC2 Instance-launch Lifecycle Action": LAUNCHING,
@@ -127,7 +130,15 @@ def _lifecycle(
         transition=transition,
         at=at,
         form=form,
+        activity_id=_activity(doc) if form is intr.Form.DIRECT else None,
     )
+
+
+def _activity(doc: Mapping[str, Any]) -> str | None:
+    """The notification's ``RequestId``: only a hint to the cause (without it the activity is
+    looked up by instance), so one that is no activity id is dropped, not refused."""
+    value = doc.get("RequestId")
+    return value if isinstance(value, str) and ACTIVITY_ID.fullmatch(value) else None
 
 
 def _eventbridge(doc: Mapping[str, Any]) -> intr.Interruption:

@@ -8,7 +8,7 @@ import datetime as dt
 import logging
 from typing import Any
 
-from graceguard.adapters.aws import clients, lifecycle, sqs
+from graceguard.adapters.aws import activities, clients, lifecycle, sqs
 from graceguard.adapters.kube import interruptions as kube_interruptions
 from graceguard.adapters.kube import view as kube_view
 from graceguard.adapters.kube import writer as kube_writer
@@ -63,6 +63,7 @@ def wire(
             events=writer,
             view=view,
             clock=_clock,
+            causes=activities.ScalingActivities(calls),
         ),
         disruptions=found,
         leadership=leadership,

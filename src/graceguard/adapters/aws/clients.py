@@ -34,6 +34,10 @@ class AwsConfigError(Exception):
 
 
 def config() -> botocore.config.Config:
+    return _default_config()
+
+
+def _default_config() -> botocore.config.Config:
     return botocore.config.Config(
         retries={"mode": "standard", "max_attempts": MAX_ATTEMPTS},
         connect_timeout=CONNECT_TIMEOUT,
@@ -52,11 +56,12 @@ class AwsCalls:
             max_workers=THREADS, thread_name_prefix="aws"
         )
 
-    def client(self, service: str) -> Any:
-        """A client for ``service``; ``AwsConfigError`` when no region is set anywhere."""
+    def client(self, service: str, *, config: botocore.config.Config | None = None) -> Any:
+        """A client for ``service`` (``config``: other retries and timeouts than ``config()``'s);
+        ``AwsConfigError`` when no region is set anywhere."""
         try:
             return self._session.client(  # type: ignore[call-overload]
-                service, endpoint_url=self._endpoint, config=config()
+                service, endpoint_url=self._endpoint, config=config or _default_config()
             )
         except botocore.exceptions.NoRegionError:
             raise AwsConfigError(
