@@ -1,15 +1,25 @@
 """What every bad-input row of the long-running commands and ``plan`` shares: the kubeconfig
 files that cannot be loaded (each class of fault once), free ports to listen on, and the check of
 a result: exit 2, one line on stderr starting ``graceguard: `` and naming what is at fault, nothing
-on stdout, no traceback, no exception escaping the command."""
+on stdout, no traceback, no exception escaping the command. Also the machinery of the long-running
+commands' row tables (``Command``): the command line made of the base options and the row, the
+environment scrubbed of the variables the command reads, the row run in-process or as a real
+process."""
 
 from __future__ import annotations
 
+import dataclasses
+import os
 import pathlib
 import socket
+import subprocess
+import sys
+from collections.abc import Mapping
 
 import yaml
-from typer.testing import Result
+from typer.testing import CliRunner, Result
+
+from graceguard.cli.main import app
 
 KUBECONFIG_OK = {
     "apiVersion": "v1",
@@ -52,13 +62,16 @@ KUBECONFIG_ROWS: dict[str, tuple[str, str]] = {
 """Every command that connects: the line starts ``cannot load a kubeconfig`` and says this."""
 
 
-def write_files(directory: pathlib.Path, contents: dict[str, str | bytes]) -> None:
+def write_files(directory: pathlib.Path, contents: Mapping[str, object]) -> None:
+    """Bytes and text as they are; anything else as its YAML."""
     for name, content in contents.items():
         path = directory / name
         if isinstance(content, bytes):
             path.write_bytes(content)
-        else:
+        elif isinstance(content, str):
             path.write_text(content, encoding="utf-8")
+        else:
+            path.write_text(yaml.safe_dump(content), encoding="utf-8")
 
 
 def free_port() -> int:
@@ -85,3 +98,85 @@ def assert_one_line(result: Result, *, names: str, says: str) -> str:
     assert says in err, err
     assert "Traceback" not in err
     return err
+
+
+def run_process(
+    line: list[str], env: Mapping[str, str | None], cwd: pathlib.Path
+) -> subprocess.CompletedProcess[str]:
+    """``graceguard`` as a real process: this environment with ``env`` over it (None unsets)."""
+    environment = {k: v for k, v in {**os.environ, **env}.items() if v is not None}
+    return subprocess.run(
+        [sys.executable, "-m", "graceguard.cli.main", *line],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=environment,
+        cwd=cwd,
+        check=False,
+    )
+
+
+def assert_process_one_line(done: subprocess.CompletedProcess[str], *, names: str) -> None:
+    """What a user sees: exit 2, one line on stderr naming ``names``, no traceback."""
+    assert done.returncode == 2, done.stderr
+    assert done.stdout == ""
+    assert done.stderr.count("\n") == 1 and done.stderr.startswith("graceguard: "), done.stderr
+    assert names in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
+
+
+Row = tuple[list[str], dict[str, str], str, str, tuple[str, ...]]
+"""row -> (arguments, environment, what the line names, what it says, base options left out)"""
+
+PORT_IN_USE = "{busy}"
+"""In an argument: the port the ``busy`` fixture listens on."""
+
+
+def row(
+    *args: str, names: str, says: str, env: dict[str, str] | None = None, drop: str = ""
+) -> Row:
+    """A row: ``drop`` lists (space-separated) the base options the row leaves out."""
+    return (list(args), env or {}, names, says, tuple(drop.split()))
+
+
+@dataclasses.dataclass(frozen=True)
+class Command:
+    """A long-running command's row table: each row's command line is the base options the row
+    neither gives nor drops, then the row's arguments; its environment has every variable in
+    ``scrub`` unset, then the row's own."""
+
+    name: str
+    base: dict[str, str]
+    scrub: tuple[str, ...]
+    rows: dict[str, Row]
+
+    def line(
+        self, name: str, *, tmp: pathlib.Path, busy: int
+    ) -> tuple[list[str], dict[str, str | None]]:
+        args, env, _names, _says, drop = self.rows[name]
+        given = set(args)
+        base = [
+            part
+            for option, value in self.base.items()
+            if option not in given and option not in drop
+            for part in (option, value)
+        ]
+        line = [fill(a, tmp).replace(PORT_IN_USE, str(busy)) for a in [*base, *args]]
+        environment: dict[str, str | None] = {
+            **dict.fromkeys(self.scrub),
+            **{k: fill(v, tmp) for k, v in env.items()},
+        }
+        return [self.name, *line], environment
+
+    def check_in_process(self, name: str, *, tmp: pathlib.Path, busy: int) -> None:
+        """The row run through typer's CliRunner is one line naming and saying what it must."""
+        line, environment = self.line(name, tmp=tmp, busy=busy)
+        result = CliRunner().invoke(app, line, env=environment)
+        _args, _env, names, says, _drop = self.rows[name]
+        assert_one_line(result, names=fill(names, tmp), says=fill(says, tmp))
+
+    def check_process(self, name: str, *, tmp: pathlib.Path, busy: int) -> None:
+        """The row run as a real process prints the same one line."""
+        line, environment = self.line(name, tmp=tmp, busy=busy)
+        done = run_process(line, environment, tmp)
+        assert_process_one_line(done, names=fill(self.rows[name][2], tmp))

@@ -12,15 +12,20 @@ The rows run in-process with free ports on 127.0.0.1; a row that got past its ch
 from __future__ import annotations
 
 import pathlib
-import socket
-from collections.abc import Iterator
 
 import pytest
 from typer.testing import CliRunner
 
 from graceguard.cli.main import app
 
-from .oneline import KUBECONFIG_FILES, KUBECONFIG_ROWS, assert_one_line, fill, write_files
+from .oneline import (
+    KUBECONFIG_FILES,
+    KUBECONFIG_ROWS,
+    assert_one_line,
+    fill,
+    free_port,
+    write_files,
+)
 
 NO_CONFIG = "/nonexistent/kubeconfig"
 NODE_MISSING = ["--node-missing"]
@@ -77,28 +82,14 @@ def tmp(tmp_path: pathlib.Path) -> pathlib.Path:
     return tmp_path
 
 
-@pytest.fixture
-def busy() -> Iterator[int]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        s.listen()
-        yield int(s.getsockname()[1])
-
-
-def _free() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _base(row: list[str], env: dict[str, str]) -> list[str]:
     line = ["agent", "--kubeconfig", NO_CONFIG, "--probe-host", "127.0.0.1"]
     if "--node" not in row and "NODE_NAME" not in env and row != NODE_MISSING:
         line += ["--node", "worker-1"]
     if "--metrics-port" not in row:
-        line += ["--metrics-port", str(_free())]
+        line += ["--metrics-port", str(free_port())]
     if "--health-port" not in row:
-        line += ["--health-port", str(_free())]
+        line += ["--health-port", str(free_port())]
     return line
 
 
@@ -109,7 +100,7 @@ def test_bad_agent_input_is_one_line_before_it_starts(
     args, env, names, says = ROWS[name]
     for var in ("NODE_NAME", "DBUS_SYSTEM_BUS_ADDRESS", "POD_NAME"):
         monkeypatch.delenv(var, raising=False)
-    port = str(_free())
+    port = str(free_port())
     row = [a.replace("{busy}", str(busy)).replace("{port}", port) for a in args]
     line = [*_base(row, env), *(a for a in row if a != NODE_MISSING[0])]
     if name.startswith("probe host"):
@@ -123,7 +114,7 @@ def test_bad_agent_input_is_one_line_before_it_starts(
 def test_every_kubeconfig_fault_is_one_line(name: str, tmp: pathlib.Path) -> None:
     value, says = KUBE_ROWS[name]
     line = ["agent", "--node", "worker-1", "--kubeconfig", fill(value, tmp),
-            "--probe-host", "127.0.0.1", "--metrics-port", str(_free()),
-            "--health-port", str(_free())]  # fmt: skip
+            "--probe-host", "127.0.0.1", "--metrics-port", str(free_port()),
+            "--health-port", str(free_port())]  # fmt: skip
     result = CliRunner().invoke(app, line)
     assert_one_line(result, names="cannot load a kubeconfig", says=fill(says, tmp))

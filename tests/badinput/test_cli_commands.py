@@ -14,16 +14,15 @@ click's usage box into the same one line.
 from __future__ import annotations
 
 import dataclasses
-import os
 import pathlib
-import subprocess
-import sys
 
 import pytest
 import yaml
 from typer.testing import CliRunner
 
 from graceguard.cli.main import app
+
+from .oneline import assert_one_line, assert_process_one_line, fill, run_process, write_files
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 SPOT = REPO / "scenarios" / "spot-interruption-checkpointing.yaml"
@@ -267,19 +266,8 @@ CASES: dict[str, Case] = {
 @pytest.fixture(scope="module")
 def tmp(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
     directory = tmp_path_factory.mktemp("badinput")
-    for name, content in FILES.items():
-        path = directory / name
-        if isinstance(content, bytes):
-            path.write_bytes(content)
-        elif isinstance(content, str):
-            path.write_text(content, encoding="utf-8")
-        else:
-            path.write_text(yaml.safe_dump(content), encoding="utf-8")
+    write_files(directory, FILES)
     return directory
-
-
-def _fill(text: str, tmp: pathlib.Path) -> str:
-    return text.replace("{tmp}", str(tmp))
 
 
 @pytest.mark.parametrize("name", list(CASES))
@@ -289,17 +277,8 @@ def test_bad_input_is_one_line_naming_the_field_and_exit_2(
     c = CASES[name]
     monkeypatch.chdir(tmp)  # relative ledger paths stay in the temporary directory
     env = {"GRACEGUARD_LEDGER": "", **dict(c.env)}
-    result = CliRunner().invoke(app, [_fill(a, tmp) for a in c.args], env=env)
-    if result.exception is not None and not isinstance(result.exception, SystemExit):
-        raise AssertionError(f"{name}: an exception escaped") from result.exception
-    assert result.exit_code == 2, (result.exit_code, result.stdout, result.stderr)
-    assert result.stdout == ""
-    err = result.stderr
-    assert err.count("\n") == 1 and err.endswith("\n"), err
-    assert err.startswith("graceguard: "), err
-    assert _fill(c.names, tmp) in err, err
-    assert c.says in err, err
-    assert "Traceback" not in err
+    result = CliRunner().invoke(app, [fill(a, tmp) for a in c.args], env=env)
+    assert_one_line(result, names=fill(c.names, tmp), says=c.says)
 
 
 REAL = ["explain device", "simulate 50,000 pods", "history environment port", "explain nested"]
@@ -308,20 +287,10 @@ REAL = ["explain device", "simulate 50,000 pods", "history environment port", "e
 @pytest.mark.parametrize("name", REAL)
 def test_a_real_process_prints_the_same_one_line(name: str, tmp: pathlib.Path) -> None:
     c = CASES[name]
-    env = {**os.environ, "GRACEGUARD_LEDGER": "", **dict(c.env)}
-    done = subprocess.run(
-        [sys.executable, "-m", "graceguard.cli.main", *(_fill(a, tmp) for a in c.args)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=env,
-        cwd=tmp,
-        check=False,
+    done = run_process(
+        [fill(a, tmp) for a in c.args], {"GRACEGUARD_LEDGER": "", **dict(c.env)}, tmp
     )
-    assert done.returncode == 2, done.stderr
-    assert done.stdout == ""
-    assert done.stderr.count("\n") == 1 and done.stderr.startswith("graceguard: "), done.stderr
-    assert "Traceback" not in done.stderr
+    assert_process_one_line(done, names=fill(c.names, tmp))
 
 
 def test_every_command_owned_here_has_rows() -> None:

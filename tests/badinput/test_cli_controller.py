@@ -13,24 +13,18 @@ kubeconfig`` instead of naming its option. A few rows also run as real processes
 
 from __future__ import annotations
 
-import os
 import pathlib
-import socket
-import subprocess
-import sys
-from collections.abc import Iterator
 
 import pytest
-from typer.testing import CliRunner
-
-from graceguard.cli.main import app
 
 from .oneline import (
     KUBECONFIG_FILES,
     KUBECONFIG_ROWS,
-    assert_one_line,
-    fill,
+    PORT_IN_USE,
+    Command,
+    Row,
     free_port,
+    row,
     write_files,
 )
 
@@ -43,20 +37,9 @@ BASE = {
     "--health-port": str(HEALTH),
     "--probe-host": "127.0.0.1",
 }
-PORT_IN_USE = "{busy}"
 BAD_PORT_URL = "postgresql+asyncpg://u@host:notaport/db"
 
 FILES: dict[str, str | bytes] = {**KUBECONFIG_FILES, "not-a-database.db": "plain text\n" * 100}
-
-
-# row -> (arguments, environment, what the line names, what it says, base options left out)
-Row = tuple[list[str], dict[str, str], str, str, tuple[str, ...]]
-
-
-def row(
-    *args: str, names: str, says: str, env: dict[str, str] | None = None, drop: str = ""
-) -> Row:
-    return (list(args), env or {}, names, says, (drop,) if drop else ())
 
 
 ROWS: dict[str, Row] = {
@@ -193,33 +176,9 @@ def tmp(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
     return directory
 
 
-@pytest.fixture(scope="module")
-def busy() -> Iterator[int]:
-    """A port something else listens on."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        s.listen()
-        yield s.getsockname()[1]
-
-
-def _command(name: str, tmp: pathlib.Path, busy: int) -> tuple[list[str], dict[str, str | None]]:
-    args, env, _names, _says, drop = ROWS[name]
-    given = set(args)
-    base = [
-        part
-        for option, value in BASE.items()
-        if option not in given and option not in drop
-        for part in (option, value)
-    ]
-    line = [fill(a, tmp).replace(PORT_IN_USE, str(busy)) for a in [*base, *args]]
-    environment: dict[str, str | None] = {
-        "KUBECONFIG": None,
-        "GRACEGUARD_LEDGER": None,
-        "POD_NAMESPACE": None,
-        "POD_NAME": None,
-        **{k: fill(v, tmp) for k, v in env.items()},
-    }
-    return ["controller", *line], environment
+CONTROLLER = Command(
+    "controller", BASE, ("KUBECONFIG", "GRACEGUARD_LEDGER", "POD_NAMESPACE", "POD_NAME"), ROWS
+)
 
 
 @pytest.mark.parametrize("name", list(ROWS))
@@ -227,10 +186,7 @@ def test_bad_controller_input_is_one_line_before_it_starts(
     name: str, tmp: pathlib.Path, busy: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp)  # relative ledger paths stay in the temporary directory
-    line, environment = _command(name, tmp, busy)
-    result = CliRunner().invoke(app, line, env=environment)
-    _args, _env, names, says, _drop = ROWS[name]
-    assert_one_line(result, names=fill(names, tmp), says=fill(says, tmp))
+    CONTROLLER.check_in_process(name, tmp=tmp, busy=busy)
 
 
 REAL = [
@@ -244,18 +200,4 @@ REAL = [
 
 @pytest.mark.parametrize("name", REAL)
 def test_a_real_process_prints_the_same_one_line(name: str, tmp: pathlib.Path, busy: int) -> None:
-    line, environment = _command(name, tmp, busy)
-    env = {k: v for k, v in {**os.environ, **environment}.items() if v is not None}
-    done = subprocess.run(
-        [sys.executable, "-m", "graceguard.cli.main", *line],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=env,
-        cwd=tmp,
-        check=False,
-    )
-    assert done.returncode == 2, done.stderr
-    assert done.stdout == ""
-    assert done.stderr.count("\n") == 1 and done.stderr.startswith("graceguard: "), done.stderr
-    assert fill(ROWS[name][2], tmp) in done.stderr
+    CONTROLLER.check_process(name, tmp=tmp, busy=busy)

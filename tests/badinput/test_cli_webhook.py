@@ -14,25 +14,20 @@ temporary directory, no ledger, free ports on 127.0.0.1: a row that got past its
 
 from __future__ import annotations
 
-import os
 import pathlib
-import socket
-import subprocess
-import sys
-from collections.abc import Iterator
 
 import pytest
-from typer.testing import CliRunner
 
 from graceguard.adapters import selfsigned
-from graceguard.cli.main import app
 
 from .oneline import (
     KUBECONFIG_FILES,
     KUBECONFIG_ROWS,
-    assert_one_line,
-    fill,
+    PORT_IN_USE,
+    Command,
+    Row,
     free_port,
+    row,
     write_files,
 )
 
@@ -49,7 +44,6 @@ BASE = {
     "--health-port": str(HEALTH),
     "--probe-host": "127.0.0.1",
 }
-PORT_IN_USE = "{busy}"
 BAD_PORT_URL = "postgresql+asyncpg://u@host:notaport/db"
 CERT, KEY = "{tmp}/pair/tls.crt", "{tmp}/pair/tls.key"
 
@@ -62,15 +56,6 @@ FILES: dict[str, str | bytes] = {
     "fake.crt": "-----BEGIN CERTIFICATE-----\nnot base64 at all\n-----END CERTIFICATE-----\n",
     "a-file": "a file, not a directory\n",
 }
-
-# row -> (arguments, environment, what the line names, what it says, base options left out)
-Row = tuple[list[str], dict[str, str], str, str, tuple[str, ...]]
-
-
-def row(
-    *args: str, names: str, says: str, env: dict[str, str] | None = None, drop: str = ""
-) -> Row:
-    return (list(args), env or {}, names, says, tuple(drop.split()) if drop else ())
 
 
 def cert(path: str, *, says: str) -> Row:
@@ -285,35 +270,19 @@ def tmp(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
     return directory
 
 
-@pytest.fixture(scope="module")
-def busy() -> Iterator[int]:
-    """A port something else listens on."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        s.listen()
-        yield s.getsockname()[1]
-
-
-def _command(name: str, tmp: pathlib.Path, busy: int) -> tuple[list[str], dict[str, str | None]]:
-    args, env, _names, _says, drop = ROWS[name]
-    given = set(args)
-    base = [
-        part
-        for option, value in BASE.items()
-        if option not in given and option not in drop
-        for part in (option, value)
-    ]
-    line = [fill(a, tmp).replace(PORT_IN_USE, str(busy)) for a in [*base, *args]]
-    environment: dict[str, str | None] = {
-        "KUBECONFIG": None,
-        "GRACEGUARD_LEDGER": None,
-        "GRACEGUARD_TLS_CERT": None,
-        "GRACEGUARD_TLS_KEY": None,
-        "POD_NAMESPACE": None,
-        "POD_NAME": None,
-        **{k: fill(v, tmp) for k, v in env.items()},
-    }
-    return ["webhook", *line], environment
+WEBHOOK = Command(
+    "webhook",
+    BASE,
+    (
+        "KUBECONFIG",
+        "GRACEGUARD_LEDGER",
+        "GRACEGUARD_TLS_CERT",
+        "GRACEGUARD_TLS_KEY",
+        "POD_NAMESPACE",
+        "POD_NAME",
+    ),
+    ROWS,
+)
 
 
 @pytest.mark.parametrize("name", list(ROWS))
@@ -321,10 +290,7 @@ def test_bad_webhook_input_is_one_line_before_it_serves(
     name: str, tmp: pathlib.Path, busy: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp)  # relative paths stay in the temporary directory
-    line, environment = _command(name, tmp, busy)
-    result = CliRunner().invoke(app, line, env=environment)
-    _args, _env, names, says, _drop = ROWS[name]
-    assert_one_line(result, names=fill(names, tmp), says=fill(says, tmp))
+    WEBHOOK.check_in_process(name, tmp=tmp, busy=busy)
 
 
 REAL = [
@@ -338,18 +304,4 @@ REAL = [
 
 @pytest.mark.parametrize("name", REAL)
 def test_a_real_process_prints_the_same_one_line(name: str, tmp: pathlib.Path, busy: int) -> None:
-    line, environment = _command(name, tmp, busy)
-    env = {k: v for k, v in {**os.environ, **environment}.items() if v is not None}
-    done = subprocess.run(
-        [sys.executable, "-m", "graceguard.cli.main", *line],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=env,
-        cwd=tmp,
-        check=False,
-    )
-    assert done.returncode == 2, done.stderr
-    assert done.stdout == ""
-    assert done.stderr.count("\n") == 1 and done.stderr.startswith("graceguard: "), done.stderr
-    assert fill(ROWS[name][2], tmp) in done.stderr
+    WEBHOOK.check_process(name, tmp=tmp, busy=busy)
