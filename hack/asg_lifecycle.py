@@ -16,6 +16,9 @@ lifecycle actions: no instance enters ``Terminating:Wait``, no notification is s
 State is in files under one directory, so the controller processes of an e2e test (started with
 ``python hack/asg_lifecycle.py DIR controller ...``, which installs the handler for every boto3
 session of the process through ``botocore.handlers.BUILTIN_HANDLERS``) and the test share it.
+
+Also the moto resources the flow starts from (``hooked_group``, ``queue_with_dlq``): an Auto
+Scaling group with a termination hook, and the SQS queue the notifications reach.
 """
 
 from __future__ import annotations
@@ -28,6 +31,8 @@ import pathlib
 import sys
 import time
 from typing import Any
+
+import boto3
 
 OPERATIONS = ("RecordLifecycleActionHeartbeat", "CompleteLifecycleAction")
 CALLS = "calls.jsonl"
@@ -192,3 +197,55 @@ if __name__ == "__main__":
 
     sys.argv = ["graceguard", *sys.argv[2:]]
     cli_main.app()
+
+
+def hooked_group(
+    *,
+    group: str,
+    hook: str,
+    size: int,
+    max_size: int,
+    heartbeat_timeout: int,
+    instance_type: str,
+    zone: str,
+    target_arn: str,
+) -> list[str]:
+    """In moto (the environment's endpoint): launch configuration ``lc``, an Auto Scaling group
+    of ``size`` instances in ``zone`` and a termination hook notifying ``target_arn``. The
+    instances' ids, in moto's order."""
+    ec2, asg = boto3.client("ec2"), boto3.client("autoscaling")
+    image = ec2.describe_images()["Images"][0]["ImageId"]
+    asg.create_launch_configuration(
+        LaunchConfigurationName="lc", ImageId=image, InstanceType=instance_type
+    )
+    asg.create_auto_scaling_group(
+        AutoScalingGroupName=group,
+        LaunchConfigurationName="lc",
+        MinSize=0,
+        MaxSize=max_size,
+        DesiredCapacity=size,
+        AvailabilityZones=[zone],
+    )
+    asg.put_lifecycle_hook(
+        LifecycleHookName=hook,
+        AutoScalingGroupName=group,
+        LifecycleTransition="autoscaling:EC2_INSTANCE_TERMINATING",
+        HeartbeatTimeout=heartbeat_timeout,
+        NotificationTargetARN=target_arn,
+        RoleARN="arn:aws:iam::123456789012:role/asg-notify",
+    )
+    found = asg.describe_auto_scaling_groups(AutoScalingGroupNames=[group])
+    return [i["InstanceId"] for i in found["AutoScalingGroups"][0]["Instances"]]
+
+
+def queue_with_dlq(*, name: str, dlq: str, max_receives: int) -> tuple[str, str]:
+    """In moto: the queue ``name`` whose messages go to the queue ``dlq`` after
+    ``max_receives`` receives; both URLs."""
+    client = boto3.client("sqs")
+    dlq_url = client.create_queue(QueueName=dlq)["QueueUrl"]
+    arn = client.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"][
+        "QueueArn"
+    ]
+    redrive = json.dumps({"deadLetterTargetArn": arn, "maxReceiveCount": str(max_receives)})
+    url = client.create_queue(QueueName=name, Attributes={"RedrivePolicy": redrive})["QueueUrl"]
+    return url, dlq_url

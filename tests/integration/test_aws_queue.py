@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import itertools
-import json
 import logging
 import pathlib
 import time
@@ -67,47 +66,25 @@ def calls(aws: None, moto: motoserver.MotoServer) -> Iterator[clients.AwsCalls]:
 
 
 def _queue_with_dlq() -> tuple[str, str]:
-    client = boto3.client("sqs")
-    dlq = client.create_queue(QueueName=f"dlq-{uuid.uuid4().hex[:6]}")["QueueUrl"]
-    dlq_arn = client.get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])["Attributes"][
-        "QueueArn"
-    ]
-    url = client.create_queue(
-        QueueName=f"gg-{uuid.uuid4().hex[:6]}",
-        Attributes={
-            "RedrivePolicy": json.dumps(
-                {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": str(MAX_RECEIVES)}
-            )
-        },
-    )["QueueUrl"]
-    return url, dlq
+    return asg_lifecycle.queue_with_dlq(
+        name=f"gg-{uuid.uuid4().hex[:6]}",
+        dlq=f"dlq-{uuid.uuid4().hex[:6]}",
+        max_receives=MAX_RECEIVES,
+    )
 
 
 def _group(timeout: int = 300) -> list[str]:
     """An Auto Scaling group of two instances with a termination hook; their ids."""
-    ec2, asg = boto3.client("ec2"), boto3.client("autoscaling")
-    image = ec2.describe_images()["Images"][0]["ImageId"]
-    asg.create_launch_configuration(
-        LaunchConfigurationName="lc", ImageId=image, InstanceType="m5.large"
+    return asg_lifecycle.hooked_group(
+        group=GROUP,
+        hook=HOOK,
+        size=2,
+        max_size=4,
+        heartbeat_timeout=timeout,
+        instance_type="m5.large",
+        zone="us-east-1a",
+        target_arn="arn:aws:sqs:us-east-1:123456789012:gg",
     )
-    asg.create_auto_scaling_group(
-        AutoScalingGroupName=GROUP,
-        LaunchConfigurationName="lc",
-        MinSize=0,
-        MaxSize=4,
-        DesiredCapacity=2,
-        AvailabilityZones=["us-east-1a"],
-    )
-    asg.put_lifecycle_hook(
-        LifecycleHookName=HOOK,
-        AutoScalingGroupName=GROUP,
-        LifecycleTransition="autoscaling:EC2_INSTANCE_TERMINATING",
-        HeartbeatTimeout=timeout,
-        NotificationTargetARN="arn:aws:sqs:us-east-1:123456789012:gg",
-        RoleARN="arn:aws:iam::123456789012:role/asg-notify",
-    )
-    group = asg.describe_auto_scaling_groups(AutoScalingGroupNames=[GROUP])
-    return [i["InstanceId"] for i in group["AutoScalingGroups"][0]["Instances"]]
 
 
 class Nodes:
