@@ -141,6 +141,34 @@ def _count(url: str, attribute: str) -> int:
     return int(found["Attributes"][attribute])
 
 
+def _worker(
+    calls: clients.AwsCalls,
+    url: str,
+    hooks: lifecycle.AutoscalingHooks,
+    found: Disruptions,
+    nodes: dict[str, str],
+    *,
+    visibility_seconds: int = aws_queue.VISIBILITY_SECONDS,
+) -> aws_queue.QueueWorker:
+    """The queue's consumer as the controller wires it (instance -> node ``nodes``), polling for
+    at most a second."""
+    return aws_queue.QueueWorker(
+        queue=sqs.SqsQueue(calls, url=url),
+        interruptions=service.Interruptions(
+            nodes=Nodes(nodes),
+            disruptions=found,
+            autoscaling=hooks,
+            events=Events(),
+            view=View(),  # type: ignore[arg-type]
+            clock=lambda: dt.datetime.now(dt.UTC),
+        ),
+        disruptions=found,
+        leadership=Leader(),
+        visibility_seconds=visibility_seconds,
+        wait_seconds=1,
+    )
+
+
 async def test_the_consumer_on_real_sqs_holds_completes_acks_and_dead_letters(
     calls: clients.AwsCalls, tmp_path: pathlib.Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -175,20 +203,7 @@ async def test_the_consumer_on_real_sqs_holds_completes_acks_and_dead_letters(
     for body in bodies:
         client.send_message(QueueUrl=url, MessageBody=body)
     found = Disruptions()
-    worker = aws_queue.QueueWorker(
-        queue=sqs.SqsQueue(calls, url=url),
-        interruptions=service.Interruptions(
-            nodes=Nodes({ours: "ip-10-0-1-1"}),
-            disruptions=found,
-            autoscaling=hooks,
-            events=Events(),
-            view=View(),  # type: ignore[arg-type]
-            clock=lambda: dt.datetime.now(dt.UTC),
-        ),
-        disruptions=found,
-        leadership=Leader(),
-        wait_seconds=1,
-    )
+    worker = _worker(calls, url, hooks, found, {ours: "ip-10-0-1-1"})
     handled = 0
     for _ in range(6):
         handled += await worker.poll_once()
@@ -235,21 +250,7 @@ async def test_redelivery_after_failover_joins_the_same_disruption(
     found = Disruptions()
 
     def worker() -> aws_queue.QueueWorker:
-        return aws_queue.QueueWorker(
-            queue=sqs.SqsQueue(calls, url=url),
-            interruptions=service.Interruptions(
-                nodes=Nodes({ours: "n1"}),
-                disruptions=found,
-                autoscaling=hooks,
-                events=Events(),
-                view=View(),  # type: ignore[arg-type]
-                clock=lambda: dt.datetime.now(dt.UTC),
-            ),
-            disruptions=found,
-            leadership=Leader(),
-            visibility_seconds=1,
-            wait_seconds=1,
-        )
+        return _worker(calls, url, hooks, found, {ours: "n1"}, visibility_seconds=1)
 
     first = worker()
     assert await first.poll_once() == 1 and len(first.tracked) == 1
