@@ -31,7 +31,7 @@ from aiohttp import web
 from graceguard.adapters import imds
 from graceguard.agent import imds as watcher_module
 from graceguard.agent import ports
-from graceguard.domain import disruption
+from graceguard.domain import cluster, disruption, policy
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.timeout(120)]
 AEMM = pathlib.Path.home() / ".cache" / "graceguard" / "ec2-metadata-mock" / "ec2-metadata-mock"
@@ -83,12 +83,28 @@ async def server() -> AsyncIterator[tuple[str, Served]]:
 
 @dataclasses.dataclass
 class Shutdowns:
-    """The agent as far as the watcher calls it (``begin_shutdown``), and the cluster port's
-    ``open_disruption`` for a rebalance."""
+    """The agent as far as the watcher calls it (``begin_shutdown``), and the cluster ports a
+    rebalance uses: the policy in force (``rebalance``), the node's pods and their events,
+    ``open_disruption``."""
 
     node: str = "node-a"
+    rebalance: policy.RebalanceAction = policy.RebalanceAction.NOTICE
     begun: list[tuple[str, dt.datetime, str]] = dataclasses.field(default_factory=list)
     opened: list[disruption.DisruptionRequest] = dataclasses.field(default_factory=list)
+    told: list[tuple[str, str]] = dataclasses.field(default_factory=list)
+
+    async def policy_in_force(self) -> policy.Policy:
+        return dataclasses.replace(policy.DEFAULT, rebalance=self.rebalance)
+
+    async def pods_on_node(self, node: str) -> Sequence[cluster.Pod]:
+        at = dt.datetime.now(dt.UTC)
+        return (
+            cluster.Pod("web", "api-1", node=node, start_time=at),
+            cluster.Pod("kube-system", "proxy", node=node, start_time=at, daemon=True),
+        )
+
+    async def pod_event(self, *, pod: cluster.Pod, reason: str, message: str) -> None:
+        self.told.append((pod.name, reason))
 
     async def begin_shutdown(self, *, source: str, deadline: dt.datetime, reason: str) -> None:
         self.begun.append((source, deadline, reason))
@@ -103,6 +119,8 @@ def _watcher(endpoint: str, fake: Shutdowns) -> watcher_module.MetadataWatcher:
         metadata=imds.Imds(endpoint=endpoint),
         agent=fake,  # type: ignore[arg-type]
         cluster=fake,  # type: ignore[arg-type]
+        policies=fake,
+        events=fake,
         clock=lambda: dt.datetime.now(dt.UTC),
     )
 
@@ -138,11 +156,22 @@ async def test_spot_notice_is_the_imminent_path_with_its_deadline(
     assert served.token_puts == 1  # the token is reused
 
 
-async def test_rebalance_opens_a_voluntary_node_drain(server: tuple[str, Served]) -> None:
+async def test_rebalance_tells_the_pods_by_default(server: tuple[str, Served]) -> None:
     endpoint, served = server
     served.rebalance = f'{{"noticeTime": "{_soon(0)}"}}'
     fake = Shutdowns()
     await _watcher(endpoint, fake).check()
+    assert fake.told == [("api-1", "ProposedEviction")] and fake.opened == []
+
+
+async def test_rebalance_opens_a_voluntary_node_drain_when_the_policy_says_drain(
+    server: tuple[str, Served],
+) -> None:
+    endpoint, served = server
+    served.rebalance = f'{{"noticeTime": "{_soon(0)}"}}'
+    fake = Shutdowns(rebalance=policy.RebalanceAction.DRAIN)
+    await _watcher(endpoint, fake).check()
+    assert fake.told == []
     (request,) = fake.opened
     assert request.source == "rebalance-recommendation"
     assert request.disruption_class is disruption.DisruptionClass.VOLUNTARY

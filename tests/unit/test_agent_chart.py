@@ -19,6 +19,7 @@ from .test_chart_render import one, permissions, rendered
 AGENT_RULES = {
     ("graceguard.io", "disruptions"): {"create", "get", "list", "watch"},
     ("graceguard.io", "disruptions/status"): {"patch"},
+    ("graceguard.io", "disruptionpolicies"): {"get"},
     ("", "pods"): {"list"},
     ("", "nodes"): {"get", "patch"},
     ("", "nodes/status"): {"patch"},

@@ -3,9 +3,14 @@ rebalance recommendation, on clusters without EventBridge.
 
 A spot ``instance-action`` is the node going away at its ``time`` (two minutes after the notice):
 the same imminent whole-node path as an OS shutdown, with that deadline. A rebalance
-recommendation is a warning, not a deadline: a voluntary node Disruption (drained with notice,
-DaemonSet pods left), opened once per recommendation. An unreadable answer is a log line and a
-metric; the watcher keeps polling.
+recommendation is a warning, not a deadline: it follows the ``DisruptionPolicy`` in force's
+``rebalance`` (read at each recommendation, as the controller reads it for EventBridge's):
+``ignore`` (a log line), ``notice`` (the default: a ``ProposedEviction`` event on each pod of the
+node a drain would evict, with the controller's text; nothing evicted), ``drain`` (a voluntary
+node Disruption: drained with notice, DaemonSet pods left). Each is done once per
+recommendation; when the policy or the pods cannot be read, or the Disruption cannot be opened,
+the next poll tries again. An unreadable answer is a log line and a metric; the watcher keeps
+polling.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ import logging
 from collections.abc import Callable
 
 from graceguard.agent import metrics, ports, service
-from graceguard.domain import disruption, times
+from graceguard.domain import disruption, interruptions, policy, times
 from graceguard.manifests import disruptions
 
 log = logging.getLogger(__name__)
@@ -32,9 +37,13 @@ class MetadataWatcher:
         metadata: ports.InstanceMetadata,
         agent: service.NodeAgent,
         cluster: ports.NodeCluster,
+        policies: ports.PolicyInForce,
+        events: ports.PodEvents,
         clock: Callable[[], dt.datetime],
         poll: float = POLL,
     ) -> None:
+        self._policies = policies
+        self._events = events
         self._metadata = metadata
         self._agent = agent
         self._cluster = cluster
@@ -80,14 +89,30 @@ class MetadataWatcher:
                 f"{times.format_time(notice.at)}",
             )
             return
+        await self._rebalance(notice, now)
+
+    async def _rebalance(self, notice: ports.MetadataNotice, now: dt.datetime) -> None:
+        node = self._agent.node
+        try:
+            choice = (await self._policies.policy_in_force()).rebalance
+        except Exception as err:  # the API away: seen again at the next poll
+            self._seen.discard((notice.kind.value, notice.at))
+            log.warning("rebalance recommendation for %s: the policy cannot be read: %s", node, err)
+            return
+        if choice is policy.RebalanceAction.IGNORE:
+            log.info("rebalance recommendation for %s: ignored (policy rebalance: ignore)", node)
+            return
+        if choice is policy.RebalanceAction.NOTICE:
+            await self._notice(notice)
+            return
         request = disruption.DisruptionRequest(
-            id=_rebalance_name(self._agent.node, notice.at),
-            node=self._agent.node,
+            id=_rebalance_name(node, notice.at),
+            node=node,
             source=notice.kind.value,
             disruption_class=disruption.DisruptionClass.VOLUNTARY,
             requested_at=now,
             reason=f"EC2 rebalance recommendation at {times.format_time(notice.at)}",
-            requested_by=f"graceguard-agent:{self._agent.node}",
+            requested_by=f"graceguard-agent:{node}",
         )
         try:
             created = await self._cluster.open_disruption(request)
@@ -96,10 +121,33 @@ class MetadataWatcher:
             log.warning("cannot open the rebalance Disruption: %s", err)
             return
         log.info(
-            "rebalance recommendation for %s: Disruption %s %s",
-            self._agent.node,
+            "rebalance recommendation for %s (policy rebalance: drain): Disruption %s %s",
+            node,
             request.id,
             "opened" if created else "already open",
+        )
+
+    async def _notice(self, notice: ports.MetadataNotice) -> None:
+        node = self._agent.node
+        try:
+            on_node = await self._cluster.pods_on_node(node)
+        except Exception as err:  # the API away: seen again at the next poll
+            self._seen.discard((notice.kind.value, notice.at))
+            log.warning("rebalance recommendation for %s: its pods cannot be read: %s", node, err)
+            return
+        message = interruptions.rebalance_notice(node=node, instance_id=None)
+        told = 0
+        for pod in interruptions.told_of_rebalance(on_node, node=node):
+            try:
+                await self._events.pod_event(
+                    pod=pod, reason=interruptions.REBALANCE_NOTICE_REASON, message=message
+                )
+            except Exception as err:  # one pod's event lost, not the others'
+                log.warning("cannot tell %s/%s of the rebalance: %s", pod.namespace, pod.name, err)
+                continue
+            told += 1
+        log.info(
+            "rebalance recommendation for %s (policy rebalance: notice): %d pods told", node, told
         )
 
 

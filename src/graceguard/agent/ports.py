@@ -1,7 +1,8 @@
 """Every port the node agent's service layer needs, as protocols typed with domain values.
 
 ``adapters.logind`` implements ``Logind`` over D-Bus, ``adapters.imds`` ``InstanceMetadata`` over
-HTTP, ``adapters.kube.node_agent`` ``NodeCluster`` on the Kubernetes API; tests fake them. Nothing
+HTTP, ``adapters.kube.node_agent`` ``NodeCluster``, ``PolicyInForce`` and ``PodEvents`` on the
+Kubernetes API; tests fake them. Nothing
 here does I/O.
 """
 
@@ -13,7 +14,7 @@ import enum
 from collections.abc import AsyncIterator, Sequence
 from typing import Protocol
 
-from graceguard.domain import cluster, disruption
+from graceguard.domain import cluster, disruption, policy
 
 
 class LogindUnavailable(Exception):  # noqa: N818 - a state of the machine, not a caller's error
@@ -93,6 +94,18 @@ class NodeCluster(Protocol):
 
     async def node_event(self, *, node: str, reason: str, message: str, warning: bool) -> None:
         """An Event on the node, reported by the agent."""
+
+
+class PolicyInForce(Protocol):
+    async def policy_in_force(self) -> policy.Policy:
+        """The ``DisruptionPolicy`` in force, found as the controller and ``graceguard plan``
+        find it: the ``default`` object's spec when valid, else its ``status.inForce``, else the
+        built-in defaults (also when there is no such object). Raises when it cannot be read."""
+
+
+class PodEvents(Protocol):
+    async def pod_event(self, *, pod: cluster.Pod, reason: str, message: str) -> None:
+        """A ``Normal`` Event on the pod, reported by the agent."""
 
 
 class NoticeKind(enum.StrEnum):

@@ -53,6 +53,8 @@ async def run(
             metadata=imds_adapter.Imds(endpoint=imds_endpoint),
             agent=agent,
             cluster=cluster,
+            policies=cluster,
+            events=cluster,
             clock=_clock,
         )
         tasks["imds"] = watcher.run

@@ -1,5 +1,6 @@
-"""``agent.ports.NodeCluster`` on the Kubernetes API through lightkube: what one node's agent
-reads and writes (its node, the node's pods, its own Disruptions).
+"""``agent.ports.NodeCluster``, ``PolicyInForce`` and ``PodEvents`` on the Kubernetes API through
+lightkube: what one node's agent reads and writes (its node, the node's pods and their events,
+its own Disruptions, the ``DisruptionPolicy`` in force, read as ``adapters.kube.view`` reads it).
 
 The shutdown taint (``graceguard.io/shutdown:NoSchedule``) goes in by read-modify-write of
 ``spec.taints`` with the node's ``resourceVersion`` (the list has no merge key; a conflict is
@@ -22,8 +23,9 @@ from lightkube.types import PatchType
 
 from graceguard.adapters.kube import disruptions as kube_disruptions
 from graceguard.adapters.kube import resources
+from graceguard.adapters.kube import view as kube_view
 from graceguard.agent import ports
-from graceguard.domain import cluster, disruption, times
+from graceguard.domain import cluster, disruption, policy, times
 from graceguard.manifests import disruptions, pods
 from graceguard.manifests.errors import ManifestError
 
@@ -121,6 +123,43 @@ class KubeNodeCluster:
             {"status": {"conditions": [condition]}},
             patch_type=PatchType.STRATEGIC,
         )
+
+    async def policy_in_force(self) -> policy.Policy:
+        try:
+            raw = await self._client.get(resources.DisruptionPolicy, kube_view.POLICY_NAME)
+        except ApiError as err:
+            if err.status.code == 404:
+                return policy.DEFAULT
+            raise
+        entry = kube_view.policy_entry(_doc(raw))
+        if entry.policy is not None:
+            return entry.policy
+        return kube_view.choose_in_force(entry, None)
+
+    async def pod_event(self, *, pod: cluster.Pod, reason: str, message: str) -> None:
+        now = times.format_time(dt.datetime.now(dt.UTC).replace(microsecond=0))
+        body = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"generateName": f"{pod.name}.", "namespace": pod.namespace},
+            "involvedObject": {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "namespace": pod.namespace,
+                "name": pod.name,
+                **({"uid": pod.uid} if pod.uid else {}),
+            },
+            "reason": reason,
+            "message": message[:1024],
+            "type": "Normal",
+            "source": {"component": COMPONENT, "host": pod.node or ""},
+            "reportingComponent": f"graceguard.io/{COMPONENT}",
+            "reportingInstance": self._instance,
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "count": 1,
+        }
+        await self._client.create(typing.cast(Any, resources.Event.from_dict(body)))
 
     async def node_event(self, *, node: str, reason: str, message: str, warning: bool) -> None:
         now = times.format_time(dt.datetime.now(dt.UTC).replace(microsecond=0))
