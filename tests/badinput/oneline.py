@@ -180,3 +180,50 @@ class Command:
         line, environment = self.line(name, tmp=tmp, busy=busy)
         done = run_process(line, environment, tmp)
         assert_process_one_line(done, names=fill(self.rows[name][2], tmp))
+
+
+BAD_PORT_URL = "postgresql+asyncpg://u@host:notaport/db"
+
+
+def kubeconfig_rows() -> dict[str, Row]:
+    """Every kubeconfig fault by ``--kubeconfig``, and one by ``$KUBECONFIG``: rows of a command
+    whose base options give ``--kubeconfig``."""
+    return {
+        **{
+            name: row("--kubeconfig", path, names="cannot load a kubeconfig", says=says)
+            for name, (path, says) in KUBECONFIG_ROWS.items()
+        },
+        "$KUBECONFIG not yaml": row(
+            names="{tmp}/kc-not-yaml",
+            says="not valid YAML",
+            env={"KUBECONFIG": "{tmp}/kc-not-yaml"},
+            drop="--kubeconfig",
+        ),
+    }
+
+
+LEDGER_ROWS: dict[str, Row] = {
+    "ledger port not a number": row(
+        "--ledger", BAD_PORT_URL, names="--ledger", says="cannot read its host and port"
+    ),
+    "ledger words": row("--ledger", "::nonsense::", names="--ledger", says="not a database URL"),
+    "ledger directory missing": row(
+        "--ledger",
+        "sqlite+aiosqlite:///{tmp}/no/dir/x.db",
+        names="--ledger",
+        says="directory {tmp}/no/dir does not exist",
+    ),
+    "$GRACEGUARD_LEDGER port not a number": row(
+        names="$GRACEGUARD_LEDGER",
+        says="cannot read its host and port",
+        env={"GRACEGUARD_LEDGER": BAD_PORT_URL},
+        drop="--ledger",
+    ),
+}
+"""Ledger URLs every command with ``--ledger`` refuses in the same words (each adds its own)."""
+
+IDENTITY_ROWS: dict[str, Row] = {
+    "identity two lines": row("--identity", "a\nb", names="--identity", says="one line"),
+    "identity too long": row("--identity", "i" * 129, names="--identity", says="at most 128"),
+}
+"""A replica identity that is not one short line."""

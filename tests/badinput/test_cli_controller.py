@@ -18,12 +18,14 @@ import pathlib
 import pytest
 
 from .oneline import (
+    IDENTITY_ROWS,
     KUBECONFIG_FILES,
-    KUBECONFIG_ROWS,
+    LEDGER_ROWS,
     PORT_IN_USE,
     Command,
     Row,
     free_port,
+    kubeconfig_rows,
     row,
     write_files,
 )
@@ -37,26 +39,14 @@ BASE = {
     "--health-port": str(HEALTH),
     "--probe-host": "127.0.0.1",
 }
-BAD_PORT_URL = "postgresql+asyncpg://u@host:notaport/db"
 
 FILES: dict[str, str | bytes] = {**KUBECONFIG_FILES, "not-a-database.db": "plain text\n" * 100}
 
 
 ROWS: dict[str, Row] = {
-    **{
-        name: row("--kubeconfig", path, names="cannot load a kubeconfig", says=says)
-        for name, (path, says) in KUBECONFIG_ROWS.items()
-    },
-    "$KUBECONFIG not yaml": row(
-        names="{tmp}/kc-not-yaml",
-        says="not valid YAML",
-        env={"KUBECONFIG": "{tmp}/kc-not-yaml"},
-        drop="--kubeconfig",
-    ),
+    **kubeconfig_rows(),
     # ---- the ledger ----
-    "ledger port not a number": row(
-        "--ledger", BAD_PORT_URL, names="--ledger", says="cannot read its host and port"
-    ),
+    **LEDGER_ROWS,
     "ledger unclosed bracket": row(
         "--ledger", "postgresql+asyncpg://u@[::1/db", names="--ledger", says="not a database URL"
     ),
@@ -68,13 +58,6 @@ ROWS: dict[str, Row] = {
         "postgresql+pg8000://u@h/db",
         names="--ledger",
         says="unsupported PostgreSQL driver",
-    ),
-    "ledger words": row("--ledger", "::nonsense::", names="--ledger", says="not a database URL"),
-    "ledger directory missing": row(
-        "--ledger",
-        "sqlite+aiosqlite:///{tmp}/no/dir/x.db",
-        names="--ledger",
-        says="directory {tmp}/no/dir does not exist",
     ),
     "ledger relative path": row(
         "--ledger",
@@ -90,12 +73,6 @@ ROWS: dict[str, Row] = {
         "sqlite+aiosqlite:///{tmp}/not-a-database.db",
         names="--ledger",
         says="file is not a database",
-    ),
-    "$GRACEGUARD_LEDGER port not a number": row(
-        names="$GRACEGUARD_LEDGER",
-        says="cannot read its host and port",
-        env={"GRACEGUARD_LEDGER": BAD_PORT_URL},
-        drop="--ledger",
     ),
     "$GRACEGUARD_LEDGER other database": row(
         names="$GRACEGUARD_LEDGER",
@@ -155,9 +132,8 @@ ROWS: dict[str, Row] = {
     "lease name empty": row("--lease-name", "", names="--lease-name", says="not a Kubernetes name"),
     "lease name too long": row("--lease-name", "l" * 254, names="--lease-name", says="at most 253"),
     # ---- this replica ----
-    "identity two lines": row("--identity", "a\nb", names="--identity", says="one line"),
+    **IDENTITY_ROWS,
     "identity control character": row("--identity", "a\x1bb", names="--identity", says="one line"),
-    "identity too long": row("--identity", "i" * 129, names="--identity", says="at most 128"),
     "$POD_NAME two lines": row(names="$POD_NAME", says="one line", env={"POD_NAME": "a\nb"}),
     "log lines negative": row("--log-lines", "-1", names="--log-lines", says="0 to 10000"),
     "log lines too many": row("--log-lines", "10001", names="--log-lines", says="0 to 10000"),

@@ -21,12 +21,14 @@ import pytest
 from graceguard.adapters import selfsigned
 
 from .oneline import (
+    IDENTITY_ROWS,
     KUBECONFIG_FILES,
-    KUBECONFIG_ROWS,
+    LEDGER_ROWS,
     PORT_IN_USE,
     Command,
     Row,
     free_port,
+    kubeconfig_rows,
     row,
     write_files,
 )
@@ -44,7 +46,6 @@ BASE = {
     "--health-port": str(HEALTH),
     "--probe-host": "127.0.0.1",
 }
-BAD_PORT_URL = "postgresql+asyncpg://u@host:notaport/db"
 CERT, KEY = "{tmp}/pair/tls.crt", "{tmp}/pair/tls.key"
 
 FILES: dict[str, str | bytes] = {
@@ -67,16 +68,7 @@ def key(path: str, *, says: str) -> Row:
 
 
 ROWS: dict[str, Row] = {
-    **{
-        name: row("--kubeconfig", path, names="cannot load a kubeconfig", says=says)
-        for name, (path, says) in KUBECONFIG_ROWS.items()
-    },
-    "$KUBECONFIG not yaml": row(
-        names="{tmp}/kc-not-yaml",
-        says="not valid YAML",
-        env={"KUBECONFIG": "{tmp}/kc-not-yaml"},
-        drop="--kubeconfig",
-    ),
+    **kubeconfig_rows(),
     # ---- the serving certificate ----
     "no certificate at all": row(
         names="TLS", says="give --tls-cert and --tls-key", drop="--tls-cert --tls-key"
@@ -221,39 +213,23 @@ ROWS: dict[str, Row] = {
     "trusted user too long": row(
         "--trusted-user", "u" * 513, names="--trusted-user", says="at most 512"
     ),
-    "identity two lines": row("--identity", "a\nb", names="--identity", says="one line"),
-    "identity too long": row("--identity", "i" * 129, names="--identity", says="at most 128"),
+    **IDENTITY_ROWS,
     "$POD_NAME control character": row(
         names="$POD_NAME", says="one line", env={"POD_NAME": "a\x1bb"}
     ),
     # ---- the ledger of refusals ----
-    "ledger port not a number": row(
-        "--ledger", BAD_PORT_URL, names="--ledger", says="cannot read its host and port"
-    ),
+    **LEDGER_ROWS,
     "ledger other database": row(
         "--ledger", "mysql://u@h/db", names="--ledger", says="unsupported database"
     ),
     "ledger other driver": row(
         "--ledger", "sqlite+pysqlcipher:///x.db", names="--ledger", says="unsupported SQLite"
     ),
-    "ledger words": row("--ledger", "::nonsense::", names="--ledger", says="not a database URL"),
-    "ledger directory missing": row(
-        "--ledger",
-        "sqlite+aiosqlite:///{tmp}/no/dir/x.db",
-        names="--ledger",
-        says="directory {tmp}/no/dir does not exist",
-    ),
     "ledger relative path": row(
         "--ledger",
         "sqlite+aiosqlite:///gg-no-such-dir/x.db",
         names="--ledger",
         says="with four slashes",
-    ),
-    "$GRACEGUARD_LEDGER port not a number": row(
-        names="$GRACEGUARD_LEDGER",
-        says="cannot read its host and port",
-        env={"GRACEGUARD_LEDGER": BAD_PORT_URL},
-        drop="--ledger",
     ),
     # ---- usage ----
     "unknown option": row("--bogus", names="--bogus", says="No such option"),
