@@ -86,18 +86,24 @@ class World:
         self.dirty = True
         self._snapshot = cluster.Snapshot()
         self.statuses: dict[str, disruption.DisruptionStatus] = {}
+        self.order = {r.id: i for i, r in enumerate(self.requests)}
+        self.current = {r.id: r for r in self.requests}
+        self.stale: set[str] = set(self.order)
+        """Requests whose object changed since ``requests_`` last read them."""
         self.changed = asyncio.Event()
 
     def requests_(self) -> list[disruption.DisruptionRequest]:
         """The open requests as the API server keeps them: lastHeartbeat and status as last
-        written."""
-        out = []
-        for r in self.requests:
-            last = self.last.get(r.id)
+        written. Like the informer's store (``adapters.kube.view``), a request is rebuilt only
+        when its object was written (the cost of the watch event), not on every round."""
+        for rid in self.stale:
+            r = self.requests[self.order[rid]]
+            last = self.last.get(rid)
             if last is not None and r.hold is not None:
-                r = dataclasses.replace(r, hold=dataclasses.replace(r.hold, last_heartbeat=last))  # noqa: PLW2901
-            out.append(dataclasses.replace(r, status=self.statuses.get(r.id)))
-        return out
+                r = dataclasses.replace(r, hold=dataclasses.replace(r.hold, last_heartbeat=last))
+            self.current[rid] = dataclasses.replace(r, status=self.statuses.get(rid))
+        self.stale.clear()
+        return list(self.current.values())
 
     # ---- ClusterWriter (what the engine asks during a hold: notices, cordons, status) ----
     async def post_event(
@@ -161,6 +167,7 @@ class World:
         self, *, request_id: str, status: disruption.DisruptionStatus
     ) -> None:
         self.statuses[request_id] = status
+        self.stale.add(request_id)
 
     async def delete_disruption(self, *, request_id: str) -> None: ...
 
@@ -177,6 +184,7 @@ class World:
 
     async def record_heartbeat_at(self, *, request_id: str, at: dt.datetime) -> None:
         self.last[request_id] = at
+        self.stale.add(request_id)
         self.beats[request_id].append(at)
 
 

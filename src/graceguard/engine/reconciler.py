@@ -183,7 +183,8 @@ class _NodePlanner:
         allowances: budgets.Allowances,
     ) -> None:
         self.idx = idx
-        self.requests = sorted(requests, key=_urgency)
+        # One request per node is the common case: nothing to order.
+        self.requests = sorted(requests, key=_urgency) if len(requests) > 1 else list(requests)
         self.lead = self.requests[0]
         self.node = self.lead.node
         self.pol = pol
@@ -257,7 +258,7 @@ class _NodePlanner:
                 for p in live
                 if r.covers(p)
             )
-            deadline = r.effective_deadline
+            deadline = self.deadline if r is self.lead else r.effective_deadline
             if deadline is not None and self.now >= deadline:
                 phase = disruption.Phase.DEADLINE_EXCEEDED
                 why = f"the deadline {times.format_time(deadline)} passed with pods left"
@@ -267,13 +268,22 @@ class _NodePlanner:
                 phase, why = disruption.Phase.DRAINING, ""
             if r is not self.lead:
                 why = f"{why}; led by {self.lead.id}" if why else f"led by {self.lead.id}"
-            self._report(r, disruption.DisruptionStatus(phase, left, message=why))
+            if not _reports(r.status, phase, left, why):
+                # What ``_report`` would compare, field by field: most rounds change nothing,
+                # and a thousand open Disruptions should not each build a status to find that.
+                self.out.append(
+                    act.ReportDisruption(
+                        r.id, r.node, disruption.DisruptionStatus(phase, left, message=why)
+                    )
+                )
             if deadline is not None:
                 self.wake.at_least(deadline, self.now)
 
     def _plan_phase(self, k: int, pods: list[cluster.Pod], phase_end: dt.datetime | None) -> None:
         expected_end: dt.datetime | None = None
-        for pod in sorted(pods, key=lambda p: (p.priority, p.namespace, p.name)):
+        if len(pods) > 1:
+            pods = sorted(pods, key=lambda p: (p.priority, p.namespace, p.name))
+        for pod in pods:
             plan = self._plan_pod(pod, k, phase_end)
             self.plans.append(plan)
             if plan.status is PlanStatus.TERMINATING:
@@ -437,9 +447,31 @@ def _phase_ends(
     return ends
 
 
+def _reports(
+    status: disruption.DisruptionStatus | None,
+    phase: disruption.Phase,
+    left: tuple[disruption.PodLeft, ...],
+    message: str,
+) -> bool:
+    """``status`` equals ``DisruptionStatus(phase, left, message=message)``."""
+    return (
+        status is not None
+        and status.phase == phase
+        and status.message == message
+        and status.completed_at is None
+        and status.pods_remaining == len(left)
+        and status.pods == left
+    )
+
+
+_NONE_USED: frozenset[dt.datetime] = frozenset()
+
+
 def _used(snapshot: cluster.Snapshot, pod: cluster.Pod) -> frozenset[dt.datetime]:
+    if not snapshot.window_evictions:
+        return _NONE_USED
     used = snapshot.window_evictions.get(pod.key)
-    return frozenset((used,)) if used is not None else frozenset()
+    return frozenset((used,)) if used is not None else _NONE_USED
 
 
 def _blocked_since(pod: cluster.Pod) -> dt.datetime | None:
