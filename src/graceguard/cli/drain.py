@@ -22,10 +22,8 @@ import typer
 
 from graceguard.adapters.kube import client as kube_client
 from graceguard.adapters.kube import drains
-from graceguard.cli import files, plan
+from graceguard.cli import files, options, plan
 from graceguard.domain import disruption, durations, times
-from graceguard.manifests import disruptions
-from graceguard.manifests.errors import ManifestError
 
 POLL_SECONDS = 2.0
 SECOND = dt.timedelta(seconds=1)
@@ -67,7 +65,7 @@ def drain(
     now = dt.datetime.now(dt.UTC).replace(microsecond=0)
     try:
         until = _deadline(deadline, now)
-        _check_source(source)
+        options.check_source("--source", source)
         _check_reason(reason)
         if dry_run:
             rows, request = asyncio.run(
@@ -120,20 +118,6 @@ def _deadline(text: str | None, now: dt.datetime) -> dt.datetime | None:
             "a drain's deadline must be later than now"
         )
     return at
-
-
-def _check_source(source: str) -> None:
-    """The source is shown in every notice, event and ledger record: a word on one line."""
-    if not source.strip():
-        raise files.InputError("--source: must not be empty (it names who asks in every notice)")
-    if not source.isprintable():
-        raise files.InputError(
-            f"--source: {files.one_line(source[:80])!r} must be printable text on one line"
-        )
-    try:
-        disruptions.check_source(source)
-    except ManifestError as err:
-        raise files.InputError(f"--source: {err.reason}") from None
 
 
 def _check_reason(reason: str) -> None:

@@ -124,7 +124,7 @@ def check_text(option: str, value: str, *, limit: int) -> None:
 
 def check_source(option: str, source: str) -> None:
     """A disruption's source, shown in every notice, event and ledger record: one word, the form a
-    Disruption's ``spec.source`` takes (as ``drain`` checks it)."""
+    Disruption's ``spec.source`` takes. The one check of ``drain``, ``plan`` and the others."""
     if not source.strip():
         raise files.InputError(f"{option}: must not be empty (it names who asks in every notice)")
     if not source.isprintable():
