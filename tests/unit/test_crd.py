@@ -456,6 +456,13 @@ INVALID: dict[str, dict[str, Any]] = {
     "sources not a list": {"windowedSources": "upgrade"},
     "empty source": {"windowedSources": [""]},
     "source not a string": {"windowedSources": [1]},
+    # A name no source can have: the windows would hold nothing to it.
+    "source with a space": {"windowedSources": ["upgrade", "my drain"]},
+    "source on two lines": {"windowedSources": ["drain\nupgrade"]},
+    "source ending in a dot": {"windowedSources": ["expiry."]},
+    "source starting with a dash": {"windowedSources": ["-drain"]},
+    "source a wildcard": {"windowedSources": ["*"]},
+    "source name too long": {"windowedSources": ["x" * 64]},
     "no phases": {"priorityPhases": []},
     "phase without name": {"priorityPhases": [{"minPriority": 0}]},
     "phase empty name": {"priorityPhases": [{"name": "", "minPriority": 0}]},
@@ -609,7 +616,6 @@ SCHEMA_STRICTER: dict[str, dict[str, Any]] = {
     "too many phases": {
         "priorityPhases": [{"name": f"p{i}", "minPriority": i} for i in range(17)],
     },
-    "source name too long": {"windowedSources": ["x" * 64]},
     # the CRD caps the list; the reader takes any length
     "too many takeover entries": {"takeover": [{"source": f"s{i}"} for i in range(65)]},
 }
@@ -1412,6 +1418,10 @@ def test_disruption_source_is_python_check_source() -> None:
     assert takeover["pattern"] == "^([*]|" + disruptions.SOURCE_PATTERN.pattern[1:-1] + ")$"
     assert takeover["maxLength"] == disruptions.SOURCE_MAX
     assert takeover["default"] == policy.EVERY_SOURCE
+    # and so does its windowedSources (a name no source has would hold nothing to the windows)
+    windowed = FIELDS["windowedSources"]["items"]
+    assert windowed["pattern"] == disruptions.SOURCE_PATTERN.pattern
+    assert windowed["maxLength"] == disruptions.SOURCE_MAX
 
 
 def test_disruption_durations_are_the_policys() -> None:

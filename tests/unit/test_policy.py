@@ -223,8 +223,21 @@ def test_windows_for_sources() -> None:
             "unknown IANA time zone",
         ),
         (doc({"windowedSources": "upgrade"}), "spec.windowedSources", "expected a list"),
-        (doc({"windowedSources": ["upgrade", ""]}), "spec.windowedSources", "expected a list"),
-        (doc({"windowedSources": [1]}), "spec.windowedSources", "expected a list"),
+        (doc({"windowedSources": ["upgrade", ""]}), "spec.windowedSources[1]", "a source name"),
+        (doc({"windowedSources": [1]}), "spec.windowedSources[0]", "expected a source name"),
+        # A name no source can have: the windows would silently hold nothing to it.
+        (
+            doc({"windowedSources": ["upgrade", "my drain"]}),
+            "spec.windowedSources[1]",
+            "'my drain' is not a source name",
+        ),
+        (
+            doc({"windowedSources": ["drain\nupgrade"]}),
+            "spec.windowedSources[0]",
+            "'drain\\nupgrade' is not a source name",
+        ),
+        (doc({"windowedSources": ["expiry."]}), "spec.windowedSources[0]", "starting and ending"),
+        (doc({"windowedSources": ["x" * 64]}), "spec.windowedSources[0]", "at most 63 characters"),
         (doc({"priorityPhases": []}), "spec.priorityPhases", "non-empty list"),
         (doc({"priorityPhases": ["regular"]}), "spec.priorityPhases[0]", "expected a mapping"),
         (
@@ -285,6 +298,29 @@ def test_every_error_is_reported_at_once() -> None:
             "spec.maintenanceWindows[0].timeZone",
         ]
     )
+
+
+def test_windowed_sources_take_every_source_name_graceguard_gives() -> None:
+    """Names graceguard's sources carry (docs/policy.md lists them) are accepted, as is any
+    name of the Disruption's ``spec.source`` form up to its length."""
+    names = [
+        "drain",
+        "cluster-autoscaler",
+        "karpenter",
+        "eks-nodegroup",
+        "eviction-api",
+        "os-shutdown",
+        "spot-interruption",
+        "rebalance-recommendation",
+        "ec2-rebalance",
+        "asg-lifecycle",
+        "upgrade",
+        "expiry",
+        "team.batch:nightly_v2",
+        "a" * 63,
+    ]
+    pol = policy_from_manifest(doc({"windowedSources": names}))
+    assert pol.windowed_sources == frozenset(names)
 
 
 def test_field_error_text() -> None:

@@ -560,7 +560,7 @@ def _sources(
     if "windowedSources" not in spec:
         return None
     raw = spec["windowedSources"]
-    if not isinstance(raw, list) or not all(isinstance(s, str) and s for s in raw):
+    if not isinstance(raw, list):
         errors.append(
             FieldError(
                 f"{prefix}.windowedSources",
@@ -568,7 +568,31 @@ def _sources(
             )
         )
         return None
-    return frozenset(raw)
+    found = len(errors)
+    for i, name in enumerate(raw):
+        problem = _source_problem(name)
+        if problem is not None:
+            errors.append(FieldError(f"{prefix}.windowedSources[{i}]", problem))
+    return frozenset(raw) if len(errors) == found else None
+
+
+def _source_problem(name: object) -> str | None:
+    """Why ``name`` cannot be a source's name (``None``: it can). A name no source can have
+    would hold nothing to the windows, silently."""
+    if not isinstance(name, str) or not name:
+        return "expected a source name such as upgrade, expiry"
+    if len(name) > disruption.SOURCE_MAX:
+        return (
+            f"at most {disruption.SOURCE_MAX} characters, got {len(name)}: no source has a "
+            "longer name"
+        )
+    if not disruption.is_source_name(name):
+        return (
+            f"{name[:80]!r} is not a source name (letters, digits and - _ . : only, starting "
+            "and ending with a letter or digit): no source has it, so the windows would hold "
+            "nothing to it"
+        )
+    return None
 
 
 def _windows(raw: object, prefix: str, errors: list[FieldError]) -> list[windows.MaintenanceWindow]:
