@@ -160,14 +160,21 @@ class World:
             self.dirty = False
         return self._snapshot
 
-    async def complete_disruption(self, *, request_id: str, node: str, at: dt.datetime) -> None:
+    async def complete_disruption(
+        self, *, request_id: str, node: str, at: dt.datetime, read_version: str | None
+    ) -> ports.StatusWrite:
         raise AssertionError("no hold ends within the run")
 
     async def report_disruption(
-        self, *, request_id: str, status: disruption.DisruptionStatus
-    ) -> None:
+        self,
+        *,
+        request_id: str,
+        status: disruption.DisruptionStatus,
+        read_version: str | None,
+    ) -> ports.StatusWrite:
         self.statuses[request_id] = status
         self.stale.add(request_id)
+        return ports.StatusWrite.WRITTEN
 
     async def delete_disruption(self, *, request_id: str) -> None: ...
 

@@ -32,6 +32,11 @@ class SnapshotCluster:
         self.reported: dict[str, disruption.DisruptionStatus] = {}
         self.deleted: list[str] = []
         self.refuse_evictions = False
+        self.changed_under_us: set[str] = set()
+        """Disruptions whose status writes are refused as the API server refuses a write over
+        a version other than the one read (409)."""
+        self.read_versions: list[tuple[str, str | None]] = []
+        """Each status write's Disruption and the version it was conditioned on."""
 
     def _update(self, ref: act.PodRef, change: Callable[[cluster.Pod], cluster.Pod]) -> bool:
         found = False
@@ -126,13 +131,26 @@ class SnapshotCluster:
             ),
         )
 
-    async def complete_disruption(self, *, request_id: str, node: str, at: dt.datetime) -> None:
+    async def complete_disruption(
+        self, *, request_id: str, node: str, at: dt.datetime, read_version: str | None
+    ) -> ports.StatusWrite:
+        if request_id in self.changed_under_us:
+            return ports.StatusWrite.CHANGED
         self.completed.append(request_id)
+        return ports.StatusWrite.WRITTEN
 
     async def report_disruption(
-        self, *, request_id: str, status: disruption.DisruptionStatus
-    ) -> None:
+        self,
+        *,
+        request_id: str,
+        status: disruption.DisruptionStatus,
+        read_version: str | None,
+    ) -> ports.StatusWrite:
+        self.read_versions.append((request_id, read_version))
+        if request_id in self.changed_under_us:
+            return ports.StatusWrite.CHANGED
         self.reported[request_id] = status
+        return ports.StatusWrite.WRITTEN
 
     async def delete_disruption(self, *, request_id: str) -> None:
         self.deleted.append(request_id)

@@ -10,6 +10,9 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import datetime as dt
+import logging
+
+import pytest
 
 from graceguard.controller import executor, loop
 from graceguard.domain import annotations as ann
@@ -33,6 +36,10 @@ class FakeView:
         self.fake = fake
         self._requests = requests
         self.changed = asyncio.Event()
+        self.stale: dict[str, disruption.DisruptionStatus] = {}
+        """Statuses the cache still shows, though the API server has another."""
+        self.cancelled: dict[str, dt.datetime] = {}
+        """Disruptions the cache has seen Cancelled (finished), with when."""
 
     async def wait_synced(self) -> None:
         return None
@@ -43,13 +50,13 @@ class FakeView:
     def requests(self) -> list[disruption.DisruptionRequest]:
         """The open requests with the status last reported, as the API server keeps them."""
         return [
-            dataclasses.replace(r, status=self.fake.reported.get(r.id))
+            dataclasses.replace(r, status=self.stale.get(r.id, self.fake.reported.get(r.id)))
             for r in self._requests
-            if r.id not in self.fake.completed
+            if r.id not in self.fake.completed and r.id not in self.cancelled
         ]
 
     def finished(self) -> list[tuple[str, dt.datetime]]:
-        return []
+        return list(self.cancelled.items())
 
     def rejected(self) -> list[disruption.Rejected]:
         return []
@@ -58,7 +65,7 @@ class FakeView:
         return policy.DEFAULT, None
 
     def versions(self, keys: list[str]) -> dict[str, str]:
-        return dict.fromkeys(keys, "1")
+        return {key: f"{key}@1" for key in keys}
 
     async def settle(self, before: dict[str, str], *, timeout: float = 5.0) -> bool:
         return True
@@ -216,3 +223,49 @@ def test_projection_adds_only_missing_keys_and_removes_only_its_own() -> None:
     assert ann.CA_SAFE_TO_EVICT not in pod.annotations
     assert ann.PROJECTED not in pod.annotations
     assert pod.annotations[ann.KARPENTER_DO_NOT_DISRUPT] == "false"
+
+
+def test_a_disruption_cancelled_mid_round_is_not_written_back(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The race the node agent's cancel met: a round that read the Disruption Draining writes its
+    progress after the agent marked it Cancelled. The write carries the version the round read,
+    the API server (here the fake) refuses it, the round carries on; the next round, reading it
+    Cancelled, writes nothing to it."""
+    fake, requests = _world()
+    controller = _controller(fake, requests)
+    view = controller._view
+    assert isinstance(view, FakeView)
+    caplog.set_level(logging.INFO, logger="graceguard.controller.executor")
+
+    async def at(minutes: int) -> None:
+        fake.now = NOW + dt.timedelta(minutes=minutes)
+        await controller.reconcile_once()
+
+    asyncio.run(at(0))
+    draining = fake.reported["n1@x"]
+    assert draining.phase is disruption.Phase.DRAINING
+    assert fake.read_versions == [("n1@x", "disruption:n1@x@1")]
+    # the agent cancels; the cache has not seen it yet when the next round reads
+    cancelled = disruption.DisruptionStatus(
+        disruption.Phase.CANCELLED, completed_at=NOW, message="cancelled"
+    )
+    fake.reported["n1@x"] = cancelled
+    fake.changed_under_us.add("n1@x")
+    view.stale["n1@x"] = draining
+    asyncio.run(at(1))  # the notices posted at 02:00 change the progress: a write, refused
+    assert fake.read_versions[-1] == ("n1@x", "disruption:n1@x@1")
+    assert len(fake.read_versions) == 2
+    assert fake.reported["n1@x"] == cancelled
+    assert any("n1@x changed since this round read it" in r.getMessage() for r in caplog.records)
+    # the cache sees it Cancelled: the rounds after write nothing to it, and withdraw its notices
+    view.stale.clear()
+    view.cancelled["n1@x"] = NOW + dt.timedelta(minutes=1)
+    attempts = len(fake.read_versions)
+    asyncio.run(at(2))
+    asyncio.run(at(3))
+    assert len(fake.read_versions) == attempts
+    assert fake.reported["n1@x"] == cancelled
+    assert fake.completed == []
+    withdrawn = sorted(pod for pod, reason, _ in fake.events if reason == "EvictionWithdrawn")
+    assert withdrawn == ["ml/train", "web/api"]

@@ -28,9 +28,11 @@ T = TypeVar("T")
 
 POLL = 0.5
 """Seconds between looks at the node's pods while a shutdown drains it."""
-REASSERT = dt.timedelta(seconds=15)
-"""How long after a cancel the agent checks that the Disruption stays Cancelled (a controller
-round planned before the cancel may still write its progress once)."""
+RESTORE_WATCH = dt.timedelta(seconds=15)
+"""How long after a cancel the agent checks that the node stays in service: a controller round
+planned before the cancel may still cordon it once, and the controller never uncordons. (The
+Disruption needs no such watch: the controller writes its status only over the version it read,
+so a stale round's write of Draining over Cancelled is refused by the API server.)"""
 API_RETRY = 1.0
 
 
@@ -231,7 +233,7 @@ class Shutdowns:
         )
         metrics.SHUTDOWNS.labels(source=request.source, outcome="cancelled").inc()
         log.info("%s: Disruption %s cancelled, %s restored", why, request.id, self.node)
-        asyncio.get_running_loop().create_task(self._keep_cancelled(shutdown, message))
+        asyncio.get_running_loop().create_task(self._keep_restored(shutdown))
         return True
 
     async def _restore(self, shutdown: Shutdown) -> None:
@@ -242,26 +244,23 @@ class Shutdowns:
             lambda: self._cluster.hold_node(node=self.node, taint=taint, schedulable=schedulable),
         )
 
-    async def _keep_cancelled(self, shutdown: Shutdown, message: str) -> None:
-        """A controller round planned before the cancel may write Draining (and cordon) once
-        more: put Cancelled (and the node) back while ``REASSERT`` lasts."""
-        until = self._clock() + REASSERT
-        request = shutdown.request
+    async def _keep_restored(self, shutdown: Shutdown) -> None:
+        """A controller round planned before the cancel may cordon the node once more after the
+        agent uncordoned it: uncordon it again while ``RESTORE_WATCH`` lasts."""
+        until = self._clock() + RESTORE_WATCH
         while self._clock() < until and self.current is None:
             await asyncio.sleep(1.0)
             try:
-                phase = await self._cluster.disruption_phase(request.id)
-                if phase is not None and phase is not disruption.Phase.CANCELLED:
-                    log.info("Disruption %s went back to %s: cancelled again", request.id, phase)
-                    await self._cluster.cancel_disruption(
-                        request_id=request.id, at=self._clock(), message=message
-                    )
-                    await self._restore(shutdown)
                 state = await self._cluster.node_state(self.node)
                 if state.unschedulable and not shutdown.found.unschedulable:
+                    log.info(
+                        "%s was cordoned again after the cancel of Disruption %s: uncordoned",
+                        self.node,
+                        shutdown.request.id,
+                    )
                     await self._restore(shutdown)
             except Exception as err:  # best effort; logged
-                log.warning("checking the cancelled Disruption %s: %s", request.id, err)
+                log.warning("checking %s after the cancelled shutdown: %s", self.node, err)
 
     async def _retry(
         self,

@@ -4,6 +4,11 @@ interpreter of actions, run by the controller on the real cluster and by the sim
 Every action is attempted on its own: a failed call is logged and left for the next reconcile,
 which (the engine being stateless) asks for the same action again. Nothing here decides whether an
 action is right; it only words the events and chooses the calls to the ports.
+
+A ``Disruption``'s status is written only over the version the round read (``run``'s
+``versions``): when the API refuses because someone changed the object meanwhile (cancelled it,
+completed it), the write is skipped, logged, and never retried over the change; the next round
+plans from what the object says now.
 """
 
 from __future__ import annotations
@@ -12,7 +17,7 @@ import asyncio
 import dataclasses
 import datetime as dt
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from graceguard.controller import notify, ports
 from graceguard.domain import annotations as ann
@@ -25,6 +30,8 @@ CONCURRENCY = 16
 """Pods whose actions are carried out at the same time."""
 REFUSAL_BACKOFF = dt.timedelta(seconds=10)
 """After the API refuses an eviction the engine planned, wait this long before asking again."""
+SKIPPED = "skipped: changed since read"
+"""An outcome's detail when a Disruption's status write was refused: the object had changed."""
 WINDOW_MEMORY = 10_000
 WINDOW_MEMORY_AGE = dt.timedelta(days=2)
 """Window evictions kept: past ``WINDOW_MEMORY`` entries, those of windows older than this go."""
@@ -61,10 +68,21 @@ class Executor:
         at = self._refused.get(pod.key)
         return at is not None and now - at < REFUSAL_BACKOFF
 
-    async def run(self, actions: Iterable[act.Action], *, now: dt.datetime) -> list[Outcome]:
+    async def run(
+        self,
+        actions: Iterable[act.Action],
+        *,
+        now: dt.datetime,
+        versions: Mapping[str, str] | None = None,
+    ) -> list[Outcome]:
         """Carry out ``actions``: node-wide ones first, then each pod's in order, up to
-        ``CONCURRENCY`` pods at a time (a 100-pod drain is then not 600 calls in a row)."""
+        ``CONCURRENCY`` pods at a time (a 100-pod drain is then not 600 calls in a row).
+
+        ``versions``: the versions of the objects the actions were planned from, keyed as
+        ``loop.written_key`` (``disruption:NAME``); a Disruption's status is written only over
+        its version there (none there: unconditionally)."""
         ordered = list(actions)
+        read = versions or {}
         outcomes: list[Outcome | None] = [None] * len(ordered)
         per_pod: dict[str, list[int]] = {}
         for i, action in enumerate(ordered):
@@ -72,25 +90,27 @@ class Executor:
             if isinstance(pod, act.PodRef):
                 per_pod.setdefault(pod.key, []).append(i)
             else:
-                outcomes[i] = await self._attempt(action, now)
+                outcomes[i] = await self._attempt(action, now, read)
         gate = asyncio.Semaphore(CONCURRENCY)
 
         async def one_pod(indexes: list[int]) -> None:
             async with gate:
                 for i in indexes:
-                    outcomes[i] = await self._attempt(ordered[i], now)
+                    outcomes[i] = await self._attempt(ordered[i], now, read)
 
         await asyncio.gather(*(one_pod(indexes) for indexes in per_pod.values()))
         return [o for o in outcomes if o is not None]
 
-    async def _attempt(self, action: act.Action, now: dt.datetime) -> Outcome:
+    async def _attempt(
+        self, action: act.Action, now: dt.datetime, read: Mapping[str, str]
+    ) -> Outcome:
         try:
-            return Outcome(action, True, await self._one(action, now))
+            return Outcome(action, True, await self._one(action, now, read))
         except Exception as err:  # one failed call must not stop the others
             log.warning("action %s failed: %s", type(action).__name__, err)
             return Outcome(action, False, str(err))
 
-    async def _one(self, action: act.Action, now: dt.datetime) -> str:  # noqa: C901, PLR0911, PLR0912 - one case per action kind
+    async def _one(self, action: act.Action, now: dt.datetime, read: Mapping[str, str]) -> str:  # noqa: C901, PLR0911, PLR0912 - one case per action kind
         c = self._cluster
         match action:
             case act.Cordon(node=node):
@@ -153,14 +173,11 @@ class Executor:
                 return "heartbeat sent"
             case act.CompleteHold(request_id=request_id, node=node):
                 await self._hold_keeper(action).release(request_id=request_id, node=node)
-                await c.complete_disruption(request_id=request_id, node=node, at=now)
-                return "released"
-            case act.DrainComplete(request_id=request_id, node=node):
-                await c.complete_disruption(request_id=request_id, node=node, at=now)
-                return "completed"
-            case act.ReportDisruption(request_id=request_id, status=status):
-                await c.report_disruption(request_id=request_id, status=status)
-                return "reported"
+                return await self._write_status(action, now, read, done="released")
+            case act.DrainComplete():
+                return await self._write_status(action, now, read, done="completed")
+            case act.ReportDisruption():
+                return await self._write_status(action, now, read, done="reported")
             case act.HoldNode(node=node, request_id=held_for):
                 await c.hold_node(node=node, request_id=held_for)
                 return "held" if held_for is not None else "let go"
@@ -168,6 +185,36 @@ class Executor:
                 await c.delete_disruption(request_id=request_id)
                 return "deleted"
         return "unknown action"
+
+    async def _write_status(
+        self,
+        action: act.CompleteHold | act.DrainComplete | act.ReportDisruption,
+        now: dt.datetime,
+        read: Mapping[str, str],
+        *,
+        done: str,
+    ) -> str:
+        """The Disruption's new status, over the version the round read only."""
+        version = read.get(f"disruption:{action.request_id}") or None
+        if isinstance(action, act.ReportDisruption):
+            result = await self._cluster.report_disruption(
+                request_id=action.request_id, status=action.status, read_version=version
+            )
+        else:
+            result = await self._cluster.complete_disruption(
+                request_id=action.request_id, node=action.node, at=now, read_version=version
+            )
+        if result is ports.StatusWrite.CHANGED:
+            log.info(
+                "Disruption %s changed since this round read it: %s skipped, its status not "
+                "written over the change; the next round plans from what it says now",
+                action.request_id,
+                type(action).__name__,
+            )
+            return SKIPPED
+        if result is ports.StatusWrite.GONE:
+            return "gone"
+        return done
 
     async def _mark_blocked(self, action: act.MarkBlocked) -> str:
         pod, force_at = action.pod, action.force_at

@@ -117,7 +117,9 @@ class Controller:
         before = self._view.versions(
             [k for a in result.actions if (k := written_key(a)) is not None]
         )
-        outcomes = await self._executor.run(result.actions, now=now)
+        # ``before`` is read in the same step as the round's snapshot: a Disruption's status is
+        # written only over the version the round planned from.
+        outcomes = await self._executor.run(result.actions, now=now, versions=before)
         metrics.observe_round(result=result, outcomes=outcomes, requests=requests, now=now)
         written = {written_key(o.action) for o in outcomes if o.ok}
         await self._view.settle({k: v for k, v in before.items() if k in written})

@@ -35,6 +35,17 @@ class EvictionResult(enum.StrEnum):
     """404: the pod no longer exists."""
 
 
+class StatusWrite(enum.StrEnum):
+    """What became of a write to a ``Disruption``'s status."""
+
+    WRITTEN = "written"
+    CHANGED = "changed"
+    """Refused: the object changed since the version the round read (another party cancelled
+    or completed it, say). Skipped, never retried over it: the next round reads it again."""
+    GONE = "gone"
+    """The object no longer exists."""
+
+
 class EventPoster(Protocol):
     async def post_event(
         self, *, pod: act.PodRef, reason: str, message: str, warning: bool = False
@@ -70,14 +81,26 @@ class ClusterWriter(EventPoster, Protocol):
         """Set ``scale-down-disabled: "true"`` and ``graceguard.io/held-for: REQUEST_ID`` on the
         node; with ``None``, remove both."""
 
-    async def complete_disruption(self, *, request_id: str, node: str, at: dt.datetime) -> None:
+    async def complete_disruption(
+        self, *, request_id: str, node: str, at: dt.datetime, read_version: str | None
+    ) -> StatusWrite:
         """The disruption ``request_id`` on ``node`` is done: the node is drained (its status
-        says ``Done`` with ``completedAt``; the node stays cordoned)."""
+        says ``Done`` with ``completedAt``; the node stays cordoned). The same condition on
+        ``read_version`` as ``report_disruption``."""
 
     async def report_disruption(
-        self, *, request_id: str, status: disruption.DisruptionStatus
-    ) -> None:
-        """Write the disruption's status (phase, pods left with their eviction times)."""
+        self,
+        *,
+        request_id: str,
+        status: disruption.DisruptionStatus,
+        read_version: str | None,
+    ) -> StatusWrite:
+        """Write the disruption's status (phase, pods left with their eviction times), only
+        over the object as the round read it: ``read_version`` is the version (Kubernetes'
+        ``resourceVersion``) the round's decision was based on, and a write to an object that
+        has changed since is refused (``CHANGED``), never forced over it. ``None``: the caller
+        read no version and the write is unconditional (the simulator's runner: its cluster
+        refuses on its own to overwrite a finished phase, Done or Cancelled)."""
 
     async def delete_disruption(self, *, request_id: str) -> None:
         """Delete a finished disruption's object (kept for ``disruptionTTL``); gone is fine."""

@@ -156,18 +156,36 @@ class SimCluster:
             found.annotations[ann.HELD_FOR] = request_id
         self.changes += 1
 
-    async def complete_disruption(self, *, request_id: str, node: str, at: dt.datetime) -> None:
+    async def complete_disruption(
+        self, *, request_id: str, node: str, at: dt.datetime, read_version: str | None
+    ) -> ports.StatusWrite:
+        found = self.world.requests.get(request_id)
+        if found is None:
+            return ports.StatusWrite.GONE
+        if _finished(found.request):
+            return ports.StatusWrite.CHANGED
         if self.world.release(request_id, at, "drained"):
             self.changes += 1
+        return ports.StatusWrite.WRITTEN
 
     async def report_disruption(
-        self, *, request_id: str, status: disruption.DisruptionStatus
-    ) -> None:
+        self,
+        *,
+        request_id: str,
+        status: disruption.DisruptionStatus,
+        read_version: str | None,
+    ) -> ports.StatusWrite:
         # The object's status: kept on the open request, as the API server keeps it on the
-        # object, so that the engine reports again only what changed.
+        # object, so that the engine reports again only what changed. The simulator keeps no
+        # versions: like the API server refusing a stale write, it never overwrites a finished
+        # phase (Done, Cancelled).
         found = self.world.requests.get(request_id)
-        if found is not None:
-            found.request = dataclasses.replace(found.request, status=status)
+        if found is None:
+            return ports.StatusWrite.GONE
+        if _finished(found.request):
+            return ports.StatusWrite.CHANGED
+        found.request = dataclasses.replace(found.request, status=status)
+        return ports.StatusWrite.WRITTEN
 
     async def delete_disruption(self, *, request_id: str) -> None:
         """Nothing to delete: a finished request leaves the simulated world when it is done."""
@@ -182,3 +200,7 @@ class SimCluster:
     async def release(self, *, request_id: str, node: str) -> None:
         if self.world.release(request_id, self.world.now, "drained: CONTINUE the lifecycle action"):
             self.changes += 1
+
+
+def _finished(request: disruption.DisruptionRequest) -> bool:
+    return request.status is not None and request.status.phase.finished

@@ -4,8 +4,11 @@ Notices: the ``PodEviction`` condition goes through the status subresource (stra
 ``conditions``, keyed by ``type``), the annotations through a JSON merge patch. Events are core
 ``v1`` Events reported by ``graceguard``. Evictions use the Eviction subresource with the pod's own
 grace period; 429 means a budget or a webhook refused. A ``Disruption``'s progress goes to its
-status subresource (a JSON merge patch of ``manifests.disruptions.status_document``); one deleted
-meanwhile is simply gone.
+status subresource (a JSON merge patch of ``manifests.disruptions.status_document``) carrying
+the ``metadata.resourceVersion`` the controller's round read, so the API server refuses it (409
+Conflict) when anyone changed the object since: a Disruption cancelled or completed by someone else
+mid-round is never written back to the phase the round planned from. One deleted meanwhile is
+simply gone.
 """
 
 from __future__ import annotations
@@ -165,7 +168,9 @@ class LightkubeWriter:
             Node, node, {"metadata": {"annotations": changes}}, patch_type=PatchType.MERGE
         )
 
-    async def complete_disruption(self, *, request_id: str, node: str, at: dt.datetime) -> None:
+    async def complete_disruption(
+        self, *, request_id: str, node: str, at: dt.datetime, read_version: str | None
+    ) -> ports.StatusWrite:
         """The disruption's status says ``Done`` at ``at``, no pods left; the node stays
         cordoned (the source, an autoscaler, removes it)."""
         done = disruption.DisruptionStatus(
@@ -173,22 +178,33 @@ class LightkubeWriter:
             completed_at=at,
             message=f"every pod it covers is gone from {node}" if node else "done",
         )
-        await self.report_disruption(request_id=request_id, status=done)
+        return await self.report_disruption(
+            request_id=request_id, status=done, read_version=read_version
+        )
 
     async def report_disruption(
-        self, *, request_id: str, status: disruption.DisruptionStatus
-    ) -> None:
+        self,
+        *,
+        request_id: str,
+        status: disruption.DisruptionStatus,
+        read_version: str | None,
+    ) -> ports.StatusWrite:
+        body: dict[str, typing.Any] = {"status": disruptions.status_document(status)}
+        if read_version:
+            # A precondition: the API server applies the patch only to this very version.
+            body["metadata"] = {"resourceVersion": read_version}
         try:
             await self._client.patch(
-                resources.Disruption.Status,
-                request_id,
-                {"status": disruptions.status_document(status)},
-                patch_type=PatchType.MERGE,
+                resources.Disruption.Status, request_id, body, patch_type=PatchType.MERGE
             )
         except ApiError as err:
-            if err.status.code != 404:
-                raise
-            log.info("disruption %s is gone; its status was not written", request_id)
+            if err.status.code == 409:  # Conflict: not the version read (the executor logs it)
+                return ports.StatusWrite.CHANGED
+            if err.status.code == 404:
+                log.info("disruption %s is gone; its status was not written", request_id)
+                return ports.StatusWrite.GONE
+            raise
+        return ports.StatusWrite.WRITTEN
 
     async def delete_disruption(self, *, request_id: str) -> None:
         try:
