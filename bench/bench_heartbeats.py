@@ -81,7 +81,7 @@ class World:
                 )
             )
             self.beats[rid] = [start]
-        self.nodes = tuple(nodes)
+        self.nodes = {n.name: n for n in nodes}
         self.pods = {p.key: p for p in pods}
         self.dirty = True
         self._snapshot = cluster.Snapshot()
@@ -141,10 +141,7 @@ class World:
         raise AssertionError("no pod is due within the run")
 
     def _node(self, name: str, **changes: object) -> None:
-        self.nodes = tuple(
-            dataclasses.replace(n, **changes) if n.name == name else n  # type: ignore[arg-type]
-            for n in self.nodes
-        )
+        self.nodes[name] = dataclasses.replace(self.nodes[name], **changes)  # type: ignore[arg-type]
         self.dirty = True
 
     async def cordon(self, *, node: str) -> None:
@@ -156,7 +153,9 @@ class World:
     @property
     def snapshot(self) -> cluster.Snapshot:
         if self.dirty:
-            self._snapshot = cluster.Snapshot(nodes=self.nodes, pods=tuple(self.pods.values()))
+            self._snapshot = cluster.Snapshot(
+                nodes=tuple(self.nodes.values()), pods=tuple(self.pods.values())
+            )
             self.dirty = False
         return self._snapshot
 
