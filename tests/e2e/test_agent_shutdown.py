@@ -554,7 +554,7 @@ def test_a_delay_shorter_than_the_pods_need_is_reported(
         running_agent(control_plane.kubeconfig, mock, node, tmp_path) as agent,
     ):
         found = wait_until(
-            lambda: [m for r, m in _node_events(kube, node) if r == "InhibitDelayTooShort"],
+            lambda: [m for r, m in _node_events(kube, node) if r == "InhibitDelayTooShort"] or None,
             timeout=30,
             what="the InhibitDelayTooShort event",
         )
