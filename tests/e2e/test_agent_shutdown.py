@@ -205,25 +205,9 @@ def test_shutdown_drains_in_phases_and_releases_the_lock(
 
         signalled = dt.datetime.now(dt.UTC)
         mock.prepare_for_shutdown(True)
-        asked: dict[str, dt.datetime] = {}
-        gone: dict[str, dt.datetime] = {}
-        released: dt.datetime | None = None
-        recreated: list[str] = []
-        end = time.monotonic() + delay + 5
-        while time.monotonic() < end and (released is None or len(gone) < len(graces)):
-            now = dt.datetime.now(dt.UTC)
-            present = _on_node(kube, namespace, node)
-            for name in graces:
-                d = present.get(name)
-                if d is not None and d["metadata"].get("deletionTimestamp") is not None:
-                    asked.setdefault(name, now)
-                failed = d is not None and (d.get("status") or {}).get("phase") == "Failed"
-                if (d is None or failed) and name not in gone:
-                    gone[name] = now
-            recreated += [n for n in present if n.startswith("logs-") and n not in graces]
-            if released is None and not _ours(mock):
-                released = now
-            time.sleep(0.2)
+        others: list[str] = []
+        asked, gone, released = _follow(kube, mock, namespace, node, graces, delay, others=others)
+        recreated = [n for n in others if n.startswith("logs-")]
         log = agent.output()
 
     _check_phased(
@@ -475,8 +459,10 @@ def _follow(
     node: str,
     graces: dict[str, int],
     delay: int,
+    others: list[str] | None = None,
 ) -> tuple[dict[str, dt.datetime], dict[str, dt.datetime], dt.datetime | None]:
-    """When each pod was asked to stop and was gone, and when the lock went."""
+    """When each pod was asked to stop and was gone, and when the lock went; ``others`` gets,
+    at each look, the names of the node's pods not in ``graces``."""
     asked: dict[str, dt.datetime] = {}
     gone: dict[str, dt.datetime] = {}
     released: dt.datetime | None = None
@@ -491,6 +477,8 @@ def _follow(
             failed = d is not None and (d.get("status") or {}).get("phase") == "Failed"
             if (d is None or failed) and name not in gone:
                 gone[name] = now
+        if others is not None:
+            others += [n for n in present if n not in graces]
         if released is None and not _ours(mock):
             released = now
         time.sleep(0.2)

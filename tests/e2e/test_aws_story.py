@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import datetime as dt
 import itertools
-import json
 import pathlib
 import subprocess
 import sys
@@ -71,40 +70,22 @@ def aws(moto: motoserver.MotoServer, monkeypatch: pytest.MonkeyPatch) -> motoser
 
 
 def _queue() -> str:
-    client = boto3.client("sqs")
-    dlq = client.create_queue(QueueName="graceguard-dlq")["QueueUrl"]
-    arn = client.get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])["Attributes"][
-        "QueueArn"
-    ]
-    redrive = json.dumps({"deadLetterTargetArn": arn, "maxReceiveCount": "5"})
-    return str(
-        client.create_queue(QueueName="graceguard", Attributes={"RedrivePolicy": redrive})[
-            "QueueUrl"
-        ]
+    url, _dlq = asg_lifecycle.queue_with_dlq(
+        name="graceguard", dlq="graceguard-dlq", max_receives=5
     )
+    return url
 
 
 def _group(size: int) -> list[str]:
-    ec2, asg = boto3.client("ec2"), boto3.client("autoscaling")
-    image = ec2.describe_images()["Images"][0]["ImageId"]
-    asg.create_launch_configuration(
-        LaunchConfigurationName="lc", ImageId=image, InstanceType="m5.2xlarge"
-    )
-    asg.create_auto_scaling_group(
-        AutoScalingGroupName=GROUP,
-        LaunchConfigurationName="lc",
-        MinSize=0,
-        MaxSize=size,
-        DesiredCapacity=size,
-        AvailabilityZones=[ZONE],
-    )
-    asg.put_lifecycle_hook(
-        LifecycleHookName=HOOK,
-        AutoScalingGroupName=GROUP,
-        LifecycleTransition="autoscaling:EC2_INSTANCE_TERMINATING",
-        HeartbeatTimeout=HOOK_TIMEOUT,
-        NotificationTargetARN="arn:aws:sqs:us-east-1:123456789012:graceguard",
-        RoleARN="arn:aws:iam::123456789012:role/asg-notify",
+    asg_lifecycle.hooked_group(
+        group=GROUP,
+        hook=HOOK,
+        size=size,
+        max_size=size,
+        heartbeat_timeout=HOOK_TIMEOUT,
+        instance_type="m5.2xlarge",
+        zone=ZONE,
+        target_arn="arn:aws:sqs:us-east-1:123456789012:graceguard",
     )
     return _instances()
 
@@ -114,14 +95,60 @@ def _instances() -> list[str]:
     return sorted(i["InstanceId"] for i in found["AutoScalingGroups"][0]["Instances"])
 
 
-def _instance_nodes(kube: Client, kwok_nodes: NodeFactory, instances: list[str]) -> dict[str, str]:
-    """A kwok node per instance, its providerID naming it; instance -> node name."""
-    found = {}
-    for i, instance in enumerate(instances):
-        name = gg.node_name(kwok_nodes(f"ip-10-0-1-{i + 10}"))
-        kube.patch(Node, name, {"spec": {"providerID": f"aws:///{ZONE}/{instance}"}})
-        found[instance] = name
-    return found
+def _instance_nodes(
+    kube: Client,
+    kwok_nodes: NodeFactory,
+    instances: list[str],
+    *,
+    subnet: int = 1,
+    labels: dict[str, str] | None = None,
+) -> dict[str, str]:
+    """A kwok node per instance (``ip-10-0-<subnet>-<10+i>``), its providerID naming it;
+    instance -> node name."""
+    return {
+        instance: _instance_node(kube, kwok_nodes, instance, f"ip-10-0-{subnet}-{i + 10}", labels)
+        for i, instance in enumerate(instances)
+    }
+
+
+def _instance_node(
+    kube: Client,
+    kwok_nodes: NodeFactory,
+    instance: str,
+    name: str,
+    labels: dict[str, str] | None = None,
+) -> str:
+    """A kwok node whose providerID names ``instance``; its name."""
+    node = gg.node_name(kwok_nodes(name, labels=labels))
+    kube.patch(Node, node, {"spec": {"providerID": f"aws:///{ZONE}/{instance}"}})
+    return node
+
+
+def _jobs(
+    kube: Client,
+    namespace: str,
+    nodes: dict[str, str],
+    *,
+    grace_seconds: int,
+    min_runtime: str | None = None,
+) -> None:
+    """A pod ``job-<instance's last 6>`` on each instance's node."""
+    annotations = {"graceguard.io/min-runtime": min_runtime} if min_runtime else None
+    for instance, node in nodes.items():
+        run_pod(
+            kube,
+            namespace,
+            pod(
+                f"job-{instance[-6:]}",
+                annotations=annotations,
+                grace_seconds=grace_seconds,
+                node_name=node,
+            ),
+        )
+
+
+def _wait_leader(kube: Client, namespace: str, name: str) -> None:
+    wait_until(lambda: gg.holder(kube, namespace) == name, timeout=30, what=f"{name} leads")
 
 
 def _scale_in(emulator: asg_lifecycle.Emulator, queue: str, before: list[str]) -> str:
@@ -161,14 +188,15 @@ def _terminating(emulator: asg_lifecycle.Emulator, queue: str, instance: str) ->
 def _start(
     control_plane: controlplane.ControlPlane,
     moto: motoserver.MotoServer,
+    emulator: asg_lifecycle.Emulator,
     *,
     name: str,
-    workdir: pathlib.Path,
     namespace: str,
     queue: str,
-    state: pathlib.Path,
 ) -> gg.Controller:
-    """``graceguard controller --aws-queue`` as a process, through the lifecycle emulator."""
+    """``graceguard controller --aws-queue`` as a process, through the lifecycle emulator; its
+    log and ledger beside the emulator's directory."""
+    workdir, state = emulator.directory.parent, emulator.directory
     health, metrics = controlplane.free_port(), controlplane.free_port()
     log = workdir / f"{name}.log"
     env = {**gg.env(control_plane.kubeconfig), **moto.env()}
@@ -265,29 +293,11 @@ def test_desired_size_drop_is_held_until_the_long_pod_finished_with_notice(
     queue = _queue()
     instances = _group(2)
     nodes = _instance_nodes(kube, kwok_nodes, instances)
-    for instance, node in nodes.items():
-        run_pod(
-            kube,
-            namespace,
-            pod(
-                f"job-{instance[-6:]}",
-                annotations={"graceguard.io/min-runtime": "60s"},
-                grace_seconds=2,
-                node_name=node,
-            ),
-        )
+    _jobs(kube, namespace, nodes, grace_seconds=2, min_runtime="60s")
     emulator = asg_lifecycle.Emulator(tmp_path / "asg")
-    a = _start(
-        control_plane,
-        aws,
-        name="gg-a",
-        workdir=tmp_path,
-        namespace=namespace,
-        queue=queue,
-        state=emulator.directory,
-    )
+    a = _start(control_plane, aws, emulator, name="gg-a", namespace=namespace, queue=queue)
     try:
-        wait_until(lambda: gg.holder(kube, namespace) == "gg-a", timeout=30, what="gg-a leads")
+        _wait_leader(kube, namespace, "gg-a")
         started = time.time()
         gone = _scale_in(emulator, queue, instances)
         victim, kept = nodes[gone], next(n for i, n in nodes.items() if i != gone)
@@ -341,39 +351,13 @@ def test_the_leader_killed_mid_hold_another_keeps_it_one_continue(
     queue = _queue()
     instances = _group(2)
     nodes = _instance_nodes(kube, kwok_nodes, instances)
-    for instance, node in nodes.items():
-        run_pod(
-            kube,
-            namespace,
-            pod(
-                f"job-{instance[-6:]}",
-                annotations={"graceguard.io/min-runtime": "90s"},
-                grace_seconds=2,
-                node_name=node,
-            ),
-        )
+    _jobs(kube, namespace, nodes, grace_seconds=2, min_runtime="90s")
     emulator = asg_lifecycle.Emulator(tmp_path / "asg")
-    a = _start(
-        control_plane,
-        aws,
-        name="gg-a",
-        workdir=tmp_path,
-        namespace=namespace,
-        queue=queue,
-        state=emulator.directory,
-    )
+    a = _start(control_plane, aws, emulator, name="gg-a", namespace=namespace, queue=queue)
     b: gg.Controller | None = None
     try:
-        wait_until(lambda: gg.holder(kube, namespace) == "gg-a", timeout=30, what="gg-a leads")
-        b = _start(
-            control_plane,
-            aws,
-            name="gg-b",
-            workdir=tmp_path,
-            namespace=namespace,
-            queue=queue,
-            state=emulator.directory,
-        )
+        _wait_leader(kube, namespace, "gg-a")
+        b = _start(control_plane, aws, emulator, name="gg-b", namespace=namespace, queue=queue)
         started = time.time()
         gone = _scale_in(emulator, queue, instances)
         victim = nodes[gone]
@@ -383,7 +367,7 @@ def test_the_leader_killed_mid_hold_another_keeps_it_one_continue(
             what="gg-a's first heartbeat",
         )
         a.kill()
-        wait_until(lambda: gg.holder(kube, namespace) == "gg-b", timeout=30, what="gg-b leads")
+        _wait_leader(kube, namespace, "gg-b")
         wait_until(lambda: gg.drained(kube, victim), timeout=180, what="drained by gg-b")
         calls = _check_hold_calls(emulator, gone, started)
         pids = {c.pid for c in calls if c.operation == "RecordLifecycleActionHeartbeat"}
@@ -414,24 +398,11 @@ def test_a_spot_interruption_warning_drains_its_node_before_the_two_minutes(
     queue = _queue()
     spot, other_instance = "i-0a1b2c3d4e5f60718", "i-0a1b2c3d4e5f60719"
     nodes = _instance_nodes(kube, kwok_nodes, [spot, other_instance])
-    for instance, node in nodes.items():
-        run_pod(
-            kube,
-            namespace,
-            pod(f"job-{instance[-6:]}", grace_seconds=5, node_name=node),
-        )
+    _jobs(kube, namespace, nodes, grace_seconds=5)
     emulator = asg_lifecycle.Emulator(tmp_path / "asg")
-    a = _start(
-        control_plane,
-        aws,
-        name="gg-a",
-        workdir=tmp_path,
-        namespace=namespace,
-        queue=queue,
-        state=emulator.directory,
-    )
+    a = _start(control_plane, aws, emulator, name="gg-a", namespace=namespace, queue=queue)
     try:
-        wait_until(lambda: gg.holder(kube, namespace) == "gg-a", timeout=30, what="gg-a leads")
+        _wait_leader(kube, namespace, "gg-a")
         at = dt.datetime.now(dt.UTC).replace(microsecond=0)
         boto3.client("sqs").send_message(
             QueueUrl=queue, MessageBody=msg.spot_warning(instance=spot, at=at)
@@ -530,23 +501,11 @@ def test_az_rebalance_of_pgbouncer_keeps_one_available_and_continues_once(
     queue = _queue()
     first = _group(2)
     pool = {"pool": namespace}
-    nodes = {}
-    for i, instance in enumerate(first):
-        name = gg.node_name(kwok_nodes(f"ip-10-0-2-{i + 10}", labels=pool))
-        kube.patch(Node, name, {"spec": {"providerID": f"aws:///{ZONE}/{instance}"}})
-        nodes[instance] = name
+    nodes = _instance_nodes(kube, kwok_nodes, first, subnet=2, labels=pool)
     _pgbouncer(kube, namespace, pool)
     wait_until(lambda: _ready(kube, namespace, "pgbouncer") == 2, timeout=60, what="2 Ready")
     emulator = asg_lifecycle.Emulator(tmp_path / "asg")
-    a = _start(
-        control_plane,
-        aws,
-        name="gg-a",
-        workdir=tmp_path,
-        namespace=namespace,
-        queue=queue,
-        state=emulator.directory,
-    )
+    a = _start(control_plane, aws, emulator, name="gg-a", namespace=namespace, queue=queue)
     lowest = [2]
     stop = threading.Event()
 
@@ -557,13 +516,12 @@ def test_az_rebalance_of_pgbouncer_keeps_one_available_and_continues_once(
 
     watcher = threading.Thread(target=watch)
     try:
-        wait_until(lambda: gg.holder(kube, namespace) == "gg-a", timeout=30, what="gg-a leads")
+        _wait_leader(kube, namespace, "gg-a")
         asg = boto3.client("autoscaling")
         asg.update_auto_scaling_group(AutoScalingGroupName=GROUP, MaxSize=3)
         asg.set_desired_capacity(AutoScalingGroupName=GROUP, DesiredCapacity=3)  # launch first
         (launched,) = set(_instances()) - set(first)
-        new_node = gg.node_name(kwok_nodes("ip-10-0-2-30", labels=pool))
-        kube.patch(Node, new_node, {"spec": {"providerID": f"aws:///{ZONE}/{launched}"}})
+        new_node = _instance_node(kube, kwok_nodes, launched, "ip-10-0-2-30", pool)
         watcher.start()
         victim_instance = first[0]
         asg.terminate_instance_in_auto_scaling_group(
