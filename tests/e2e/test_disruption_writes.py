@@ -5,6 +5,8 @@ node agent cancelling a shutdown, say) is refused by the API server (409) and ne
 No controller runs here: the round's read is the controller's own cache (``ClusterView``'s
 Disruption informer, listed once), the writes go through ``LightkubeWriter`` (directly and through
 the executor), and the cancel is the node agent's own adapter (``KubeNodeCluster``), in between.
+Without the precondition (the patch without ``metadata.resourceVersion``) both cases fail: the
+stale Draining lands over Cancelled.
 """
 
 from __future__ import annotations
