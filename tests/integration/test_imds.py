@@ -173,7 +173,7 @@ async def test_rebalance_opens_a_voluntary_node_drain_when_the_policy_says_drain
     await _watcher(endpoint, fake).check()
     assert fake.told == []
     (request,) = fake.opened
-    assert request.source == "rebalance-recommendation"
+    assert request.source == "ec2-rebalance"  # the controller's rebalance drain's source
     assert request.disruption_class is disruption.DisruptionClass.VOLUNTARY
     assert request.scope is disruption.Scope.NODE and request.deadline is None
 

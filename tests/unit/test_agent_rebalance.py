@@ -103,7 +103,7 @@ async def test_drain_opens_a_voluntary_node_disruption() -> None:
     fakes = Fakes(choice=policy.RebalanceAction.DRAIN)
     await _watcher(fakes).check()
     (request,) = fakes.opened
-    assert request.source == "rebalance-recommendation" and request.node == "node-a"
+    assert request.source == "ec2-rebalance" and request.node == "node-a"
     assert request.disruption_class is disruption.DisruptionClass.VOLUNTARY
     assert request.scope is disruption.Scope.NODE and request.deadline is None
     assert fakes.told == []

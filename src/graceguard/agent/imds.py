@@ -108,7 +108,7 @@ class MetadataWatcher:
         request = disruption.DisruptionRequest(
             id=_rebalance_name(node, notice.at),
             node=node,
-            source=notice.kind.value,
+            source=interruptions.REBALANCE_SOURCE,
             disruption_class=disruption.DisruptionClass.VOLUNTARY,
             requested_at=now,
             reason=f"EC2 rebalance recommendation at {times.format_time(notice.at)}",
@@ -152,4 +152,6 @@ class MetadataWatcher:
 
 
 def _rebalance_name(node: str, at: dt.datetime) -> str:
-    return disruptions.request_name(source="rebalance", node=node, pod=None, at=at)
+    return disruptions.request_name(
+        source=interruptions.REBALANCE_SOURCE, node=node, pod=None, at=at
+    )

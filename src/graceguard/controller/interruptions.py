@@ -53,7 +53,7 @@ LIFECYCLE_SOURCE = interruptions.LIFECYCLE_SOURCE
 CAUSE_SECONDS = 10.0
 """The longest the cause of a termination is looked for before the hold opens without it."""
 SPOT_SOURCE = "spot-interruption"
-REBALANCE_SOURCE = "ec2-rebalance"
+REBALANCE_SOURCE = interruptions.REBALANCE_SOURCE
 HEALTH_SOURCE = "aws-health"
 
 

@@ -172,9 +172,12 @@ SCALE_IN_SOURCE = "asg-scale-in"
 AZ_REBALANCE_SOURCE = "asg-az-rebalance"
 INSTANCE_REFRESH_SOURCE = "asg-instance-refresh"
 HEALTH_CHECK_SOURCE = "asg-health-check"
-CAPACITY_REBALANCE_SOURCE = "ec2-rebalance"
+REBALANCE_SOURCE = "ec2-rebalance"
+"""A drain for an EC2 rebalance recommendation (policy ``rebalance: drain``), from EventBridge
+or from the node agent's instance metadata."""
+CAPACITY_REBALANCE_SOURCE = REBALANCE_SOURCE
 """Capacity Rebalancing replaces a spot instance after a rebalance recommendation: the same
-source as a rebalance ``drain`` from EventBridge."""
+source as a rebalance drain."""
 EKS_SCALE_IN_SOURCE = "eks-nodegroup-scale-in"
 """A scale-in of an Amazon EKS managed node group (its group carries ``eks:nodegroup-name``)."""
 EKS_NODEGROUP_TAG = "eks:nodegroup-name"
