@@ -68,12 +68,7 @@ def observe_round(
     ROUNDS.inc()
     PROTECTED.set(result.protected_pods)
     OPEN_DISRUPTIONS.set(len(requests))
-    DEADLINE.clear()  # a disruption that is done or gone leaves no series behind
-    for r in requests:
-        if (deadline := r.effective_deadline) is not None:
-            DEADLINE.labels(disruption=r.id, node=r.node, source=r.source).set(
-                (deadline - now).total_seconds()
-            )
+    _observe_deadlines(requests, now=now)
     scheduled = {p.pod.key: p.scheduled_notice_at for p in result.plans}
     for o in outcomes:
         if isinstance(o.action, act.Evict | act.ForceDelete):
@@ -82,3 +77,27 @@ def observe_round(
             noticed = scheduled.get(o.action.pod.key)
             if o.ok and noticed is not None and o.detail in ("evicted", "deleted"):
                 NOTICE_LEAD.observe(max(0.0, (now - noticed).total_seconds()))
+
+
+_deadline_series: dict[tuple[str, str, str], prom.Gauge] = {}
+"""The deadline gauge's series by labels (disruption, node, source), kept between rounds: a
+round sets the open disruptions' values and removes only the series of those done or gone, so
+a scrape never sees the gauge empty and a thousand open holds cost no label lookups."""
+
+
+def _observe_deadlines(
+    requests: Sequence[disruption.DisruptionRequest], *, now: dt.datetime
+) -> None:
+    seen: set[tuple[str, str, str]] = set()
+    for r in requests:
+        if (deadline := r.effective_deadline) is None:
+            continue
+        key = (r.id, r.node, r.source)
+        seen.add(key)
+        series = _deadline_series.get(key)
+        if series is None:
+            series = _deadline_series[key] = DEADLINE.labels(*key)
+        series.set((deadline - now).total_seconds())
+    for key in [k for k in _deadline_series if k not in seen]:
+        del _deadline_series[key]
+        DEADLINE.remove(*key)
