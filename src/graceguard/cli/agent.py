@@ -45,7 +45,8 @@ def agent(
             "--imds",
             help="Also watch EC2 instance metadata (IMDSv2): a spot interruption notice drains "
             "the node like a shutdown with its 2-minute deadline; a rebalance recommendation "
-            "opens a voluntary drain. For clusters without EventBridge.",
+            "follows the policy's rebalance (notice, drain or ignore). For clusters without "
+            "EventBridge.",
         ),
     ] = False,
     imds_endpoint: Annotated[
