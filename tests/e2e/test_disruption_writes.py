@@ -138,3 +138,49 @@ def test_a_stale_status_write_is_refused_and_the_disruption_stays_cancelled(
     after = seen["next read"]
     assert after.request is None and after.finished is not None
     assert after.finished.id == seen["id"]
+
+
+async def _cancel_after_done(kubeconfig: Any, kube: Client, node: str) -> dict[str, Any]:
+    client = lightkube.AsyncClient(KubeConfig.from_file(kubeconfig), field_manager="gg-writes")
+    try:
+        now = dt.datetime.now(dt.UTC).replace(microsecond=0)
+        request = disruption.DisruptionRequest(
+            id=disruptions.request_name(source="os-shutdown", node=node, pod=None, at=now),
+            node=node,
+            source="os-shutdown",
+            disruption_class=disruption.DisruptionClass.IMMINENT,
+            requested_at=now,
+            deadline=now + dt.timedelta(minutes=2),
+            scope=disruption.Scope.WHOLE_NODE,
+            reason="e2e",
+            requested_by="e2e",
+        )
+        assert await kube_disruptions.DisruptionCreator(client).open_disruption(request)
+        version, _ = await _round_read(client, request.id)
+        completed = await writer.LightkubeWriter(client, instance="e2e-writes").complete_disruption(
+            request_id=request.id, node=node, at=now, read_version=version
+        )
+        agent = node_agent.KubeNodeCluster(client, instance="e2e-agent")
+        await agent.cancel_disruption(request_id=request.id, at=now, message="cancelled late")
+        stored = kube.get(resources.Disruption, request.id)
+        # a cancel of a Disruption that is gone is no error either
+        await agent.cancel_disruption(request_id=f"{request.id}-gone", at=now, message="x")
+        return {
+            "completed": completed,
+            "stored": disruptions.status_from_object(stored["status"]),
+        }
+    finally:
+        await client.close()
+
+
+def test_the_agents_cancel_leaves_a_done_disruption_done(
+    control_plane: controlplane.ControlPlane, kube: Client, crds: None, kwok_nodes: NodeFactory
+) -> None:
+    """The node was drained (``Done``) before logind's shutdown was called off: the agent's
+    cancel reads the object and leaves a finished phase as it is, instead of writing
+    ``Cancelled`` over it (it writes over the version it read, as the controller does)."""
+    node = gg.node_name(kwok_nodes("done"))
+    seen = asyncio.run(_cancel_after_done(control_plane.kubeconfig, kube, node))
+    assert seen["completed"] is ports.StatusWrite.WRITTEN
+    assert seen["stored"].phase is disruption.Phase.DONE
+    assert seen["stored"].completed_at is not None

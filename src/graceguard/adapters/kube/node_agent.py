@@ -34,6 +34,8 @@ log = logging.getLogger(__name__)
 TAINT = "graceguard.io/shutdown"
 CONDITION = "GracefulShutdownHeld"
 COMPONENT = "graceguard-agent"
+FINISHED = frozenset({disruption.Phase.DONE, disruption.Phase.CANCELLED})
+"""Phases a cancel leaves as they are."""
 
 
 class KubeNodeCluster:
@@ -56,15 +58,38 @@ class KubeNodeCluster:
         return status.phase if status is not None else disruption.Phase.PENDING
 
     async def cancel_disruption(self, *, request_id: str, at: dt.datetime, message: str) -> None:
+        """Mark it ``Cancelled`` over the version read, as the controller writes its status: a
+        Disruption already finished (``Done``: the node was drained before the shutdown was
+        called off) keeps its phase; one gone is fine; a conflict is read again."""
         status = disruption.DisruptionStatus(
             disruption.Phase.CANCELLED, completed_at=at, message=message
         )
-        await self._client.patch(
-            resources.Disruption.Status,
-            request_id,
-            {"status": disruptions.status_document(status)},
-            patch_type=PatchType.MERGE,
-        )
+        for _ in range(5):
+            try:
+                doc = _doc(await self._client.get(resources.Disruption, request_id))
+            except ApiError as err:
+                if err.status.code == 404:
+                    return
+                raise
+            found = disruptions.status_from_object(doc.get("status") or {})
+            if found is not None and found.phase in FINISHED:
+                log.info("Disruption %s is already %s: left as it is", request_id, found.phase)
+                return
+            patch = {
+                "metadata": {"resourceVersion": doc["metadata"]["resourceVersion"]},
+                "status": disruptions.status_document(status),
+            }
+            try:
+                await self._client.patch(
+                    resources.Disruption.Status, request_id, patch, patch_type=PatchType.MERGE
+                )
+                return
+            except ApiError as err:
+                if err.status.code == 404:
+                    return
+                if err.status.code != 409:
+                    raise
+        raise RuntimeError(f"Disruption {request_id} kept changing under the cancel (5 conflicts)")
 
     async def pods_on_node(self, node: str) -> Sequence[cluster.Pod]:
         found: list[cluster.Pod] = []
