@@ -42,6 +42,21 @@ def _draining(at: dt.datetime) -> disruption.DisruptionStatus:
     )
 
 
+def _shutdown(node: str, now: dt.datetime) -> disruption.DisruptionRequest:
+    """The node agent's Disruption for an OS shutdown of ``node`` at ``now``."""
+    return disruption.DisruptionRequest(
+        id=disruptions.request_name(source="os-shutdown", node=node, pod=None, at=now),
+        node=node,
+        source="os-shutdown",
+        disruption_class=disruption.DisruptionClass.IMMINENT,
+        requested_at=now,
+        deadline=now + dt.timedelta(minutes=2),
+        scope=disruption.Scope.WHOLE_NODE,
+        reason="e2e",
+        requested_by="e2e",
+    )
+
+
 async def _round_read(client: lightkube.AsyncClient, name: str) -> tuple[str, Any]:
     """What a controller round reads: the object's version and entry in the controller's cache."""
     cache = view.ClusterView(client)
@@ -58,17 +73,7 @@ async def _scenario(
     seen: dict[str, Any] = {}
     try:
         now = dt.datetime.now(dt.UTC).replace(microsecond=0)
-        request = disruption.DisruptionRequest(
-            id=disruptions.request_name(source="node-shutdown", node=node, pod=None, at=now),
-            node=node,
-            source="node-shutdown",
-            disruption_class=disruption.DisruptionClass.IMMINENT,
-            requested_at=now,
-            deadline=now + dt.timedelta(minutes=2),
-            scope=disruption.Scope.WHOLE_NODE,
-            reason="e2e",
-            requested_by="e2e",
-        )
+        request = _shutdown(node, now)
         assert await kube_disruptions.DisruptionCreator(client).open_disruption(request)
         status_writer = writer.LightkubeWriter(client, instance="e2e-writes")
         if not first_write:
@@ -144,17 +149,7 @@ async def _cancel_after_done(kubeconfig: Any, kube: Client, node: str) -> dict[s
     client = lightkube.AsyncClient(KubeConfig.from_file(kubeconfig), field_manager="gg-writes")
     try:
         now = dt.datetime.now(dt.UTC).replace(microsecond=0)
-        request = disruption.DisruptionRequest(
-            id=disruptions.request_name(source="os-shutdown", node=node, pod=None, at=now),
-            node=node,
-            source="os-shutdown",
-            disruption_class=disruption.DisruptionClass.IMMINENT,
-            requested_at=now,
-            deadline=now + dt.timedelta(minutes=2),
-            scope=disruption.Scope.WHOLE_NODE,
-            reason="e2e",
-            requested_by="e2e",
-        )
+        request = _shutdown(node, now)
         assert await kube_disruptions.DisruptionCreator(client).open_disruption(request)
         version, _ = await _round_read(client, request.id)
         completed = await writer.LightkubeWriter(client, instance="e2e-writes").complete_disruption(
