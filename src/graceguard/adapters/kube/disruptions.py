@@ -25,7 +25,12 @@ class DisruptionCreator:
         self._client = client
 
     async def open_disruption(self, request: disruption.DisruptionRequest) -> bool:
-        body = resources.Disruption.from_dict(disruptions.object_for(request))
+        return await self.create(disruptions.object_for(request))
+
+    async def create(self, doc: dict[str, typing.Any]) -> bool:
+        """Create the Disruption object ``doc``; ``False`` when one of that name exists (409:
+        joined, as the names are deterministic)."""
+        body = resources.Disruption.from_dict(doc)
         try:
             await self._client.create(typing.cast(typing.Any, body))
         except ApiError as err:

@@ -20,6 +20,7 @@ import lightkube
 from lightkube.core.exceptions import ApiError
 from lightkube.types import PatchType
 
+from graceguard.adapters.kube import disruptions as kube_disruptions
 from graceguard.adapters.kube import resources
 from graceguard.domain import disruption, interruptions
 from graceguard.manifests import aws_events, aws_holds
@@ -80,14 +81,7 @@ class KubeDisruptions:
         doc = dis_manifests.object_for(request)
         if hold is not None:
             doc = aws_holds.with_hold(doc, hold)
-        body = resources.Disruption.from_dict(doc)
-        try:
-            await self._client.create(typing.cast(typing.Any, body))
-        except ApiError as err:
-            if err.status.code == 409:
-                return False
-            raise
-        return True
+        return await kube_disruptions.DisruptionCreator(self._client).create(doc)
 
     async def phase(self, *, request_id: str) -> disruption.Phase | None:
         if self._cached is not None:
