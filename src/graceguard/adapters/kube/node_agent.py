@@ -22,7 +22,7 @@ from lightkube.core.exceptions import ApiError
 from lightkube.types import PatchType
 
 from graceguard.adapters.kube import disruptions as kube_disruptions
-from graceguard.adapters.kube import resources
+from graceguard.adapters.kube import events, resources
 from graceguard.adapters.kube import view as kube_view
 from graceguard.agent import ports
 from graceguard.domain import cluster, disruption, policy, times
@@ -162,48 +162,32 @@ class KubeNodeCluster:
         return kube_view.choose_in_force(entry, None)
 
     async def pod_event(self, *, pod: cluster.Pod, reason: str, message: str) -> None:
-        now = times.format_time(dt.datetime.now(dt.UTC).replace(microsecond=0))
-        body = {
-            "apiVersion": "v1",
-            "kind": "Event",
-            "metadata": {"generateName": f"{pod.name}.", "namespace": pod.namespace},
-            "involvedObject": {
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "namespace": pod.namespace,
-                "name": pod.name,
-                **({"uid": pod.uid} if pod.uid else {}),
-            },
-            "reason": reason,
-            "message": message[:1024],
-            "type": "Normal",
-            "source": {"component": COMPONENT, "host": pod.node or ""},
-            "reportingComponent": f"graceguard.io/{COMPONENT}",
-            "reportingInstance": self._instance,
-            "firstTimestamp": now,
-            "lastTimestamp": now,
-            "count": 1,
-        }
-        await self._client.create(typing.cast(Any, resources.Event.from_dict(body)))
+        await self._client.create(
+            events.event(
+                involved=events.pod_object(namespace=pod.namespace, name=pod.name, uid=pod.uid),
+                namespace=pod.namespace,
+                reason=reason,
+                message=message,
+                warning=False,
+                source={"component": COMPONENT, "host": pod.node or ""},
+                reporting_component=f"graceguard.io/{COMPONENT}",
+                reporting_instance=self._instance,
+            )
+        )
 
     async def node_event(self, *, node: str, reason: str, message: str, warning: bool) -> None:
-        now = times.format_time(dt.datetime.now(dt.UTC).replace(microsecond=0))
-        body = {
-            "apiVersion": "v1",
-            "kind": "Event",
-            "metadata": {"generateName": f"{node}.", "namespace": "default"},
-            "involvedObject": {"apiVersion": "v1", "kind": "Node", "name": node, "uid": node},
-            "reason": reason,
-            "message": message[:1024],
-            "type": "Warning" if warning else "Normal",
-            "source": {"component": COMPONENT, "host": node},
-            "reportingComponent": f"graceguard.io/{COMPONENT}",
-            "reportingInstance": self._instance,
-            "firstTimestamp": now,
-            "lastTimestamp": now,
-            "count": 1,
-        }
-        await self._client.create(typing.cast(Any, resources.Event.from_dict(body)))
+        await self._client.create(
+            events.event(
+                involved={"apiVersion": "v1", "kind": "Node", "name": node, "uid": node},
+                namespace="default",
+                reason=reason,
+                message=message,
+                warning=warning,
+                source={"component": COMPONENT, "host": node},
+                reporting_component=f"graceguard.io/{COMPONENT}",
+                reporting_instance=self._instance,
+            )
+        )
 
 
 def _doc(obj: object) -> dict[str, Any]:

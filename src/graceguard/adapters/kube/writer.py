@@ -22,10 +22,10 @@ from collections.abc import Mapping
 import lightkube
 from lightkube.core.exceptions import ApiError
 from lightkube.models.meta_v1 import DeleteOptions, ObjectMeta
-from lightkube.resources.core_v1 import Event, Node, Pod
+from lightkube.resources.core_v1 import Node, Pod
 from lightkube.types import PatchType
 
-from graceguard.adapters.kube import resources
+from graceguard.adapters.kube import events, resources
 from graceguard.controller import ports
 from graceguard.domain import annotations as ann
 from graceguard.domain import disruption, notices, times
@@ -53,29 +53,18 @@ class LightkubeWriter:
     async def post_event(
         self, *, pod: act.PodRef, reason: str, message: str, warning: bool = False
     ) -> None:
-        now = dt.datetime.now(dt.UTC)
-        body = {
-            "apiVersion": "v1",
-            "kind": "Event",
-            "metadata": {"generateName": f"{pod.name}.", "namespace": pod.namespace},
-            "involvedObject": {
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "namespace": pod.namespace,
-                "name": pod.name,
-                **({"uid": pod.uid} if pod.uid else {}),
-            },
-            "reason": reason,
-            "message": message[:1024],
-            "type": "Warning" if warning else "Normal",
-            "source": {"component": COMPONENT},
-            "reportingComponent": self._component,
-            "reportingInstance": self._instance,
-            "firstTimestamp": times.format_time(now.replace(microsecond=0)),
-            "lastTimestamp": times.format_time(now.replace(microsecond=0)),
-            "count": 1,
-        }
-        await self._client.create(typing.cast(Event, Event.from_dict(body)))
+        await self._client.create(
+            events.event(
+                involved=events.pod_object(namespace=pod.namespace, name=pod.name, uid=pod.uid),
+                namespace=pod.namespace,
+                reason=reason,
+                message=message,
+                warning=warning,
+                source={"component": COMPONENT},
+                reporting_component=self._component,
+                reporting_instance=self._instance,
+            )
+        )
 
     async def set_notice(self, *, pod: act.PodRef, notice: notices.Notice) -> None:
         condition = {
