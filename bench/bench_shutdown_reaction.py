@@ -32,10 +32,12 @@ from typing import Any
 import lightkube
 from lightkube.resources.core_v1 import Namespace
 
-import controlplane
 import kwokbench
-import logindmock
 from graceguard.adapters.kube import resources
+
+sys.path.insert(0, str(kwokbench.REPO / "hack"))
+import controlplane
+import logindmock
 
 RUNS, PODS, GRACE, DELAY = 5, 100, 2, 60
 NAMESPACE, LEASE_NAMESPACE = "bench-shutdown", "graceguard-bench"
