@@ -97,7 +97,8 @@ clean:
 	rm -rf $(VENV) build src/*.egg-info .mypy_cache .ruff_cache .pytest_cache
 
 # ---- the CRDs (DisruptionPolicy, Disruption) and the Helm chart (issues 4, 8) ----
-# deploy/crds/*.yaml are the CRDs' sources; `make crds` copies each into the chart's crds/.
+# deploy/crds/*.yaml are the CRDs' sources; `make crds` copies each into the chart's crds/ and
+# writes the policy's part of the chart's values.schema.json from the DisruptionPolicy CRD.
 # helm is built from the Go module proxy into the cache (hack/build-helm.sh; skipped when cached).
 HELM_VERSION := v3.22.0
 GRACEGUARD_CACHE ?= $(HOME)/.cache/graceguard
@@ -113,9 +114,12 @@ helm:
 
 crds:
 	cp $(CRDS) $(CHART)/crds/
+	$(PY) hack/chart_values_schema.py
 
-## crds-check: the chart's crds/ holds exactly a copy of each of $(CRDS)
-crds-check:
+## crds-check: the chart's crds/ holds exactly a copy of each of $(CRDS), and its
+## values.schema.json's policy.spec is the DisruptionPolicy CRD's (hack/chart_values_schema.py)
+crds-check: $(STAMP)
+	@$(PY) hack/chart_values_schema.py --check
 	@for crd in $(CRDS); do \
 	  cmp -s $$crd $(CHART)/crds/$$(basename $$crd) || \
 	    { echo "$(CHART)/crds/$$(basename $$crd) differs from $$crd: run make crds"; exit 1; }; \

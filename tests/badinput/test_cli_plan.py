@@ -98,7 +98,7 @@ ROWS: dict[str, Row] = {
     "source with a space": (["n1", "--source", "my drain"], {}, "--source", "letters, digits"),
     "source ending in a dot": (["n1", "--source", "drain."], {}, "--source", "letters, digits"),
     "output xml": (["n1", "-o", "xml"], {}, "--output", "expected table or json"),
-    "no node": ([], {}, "'node'", "Missing argument"),
+    "no node": ([], {}, "'NODE'", "Missing argument"),
     "unknown option": (["n1", "--bogus"], {}, "--bogus", "No such option"),
     "source without value": (["n1", "--source"], {}, "--source", "requires an argument"),
 }

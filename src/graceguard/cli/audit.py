@@ -49,7 +49,11 @@ AWS_HELP = (
 )
 
 app = typer.Typer(
-    name="audit", help=AUDIT_HELP, add_completion=False, pretty_exceptions_enable=False
+    name="audit",
+    help=AUDIT_HELP,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # plain help, as kubectl's (cli/helptext)
 )
 
 Output = Annotated[str, typer.Option("--output", "-o", help="table or json.")]

@@ -23,6 +23,7 @@ from graceguard.cli import (
     drain,
     explain,
     files,
+    helptext,
     history,
     plan,
     simulate,
@@ -31,7 +32,12 @@ from graceguard.cli import (
 
 
 class _OneLineErrors(typer.core.TyperGroup):
-    """The command group, with click's usage errors folded into one line."""
+    """The command group, with click's usage errors folded into one line and help that reads as
+    kubectl's (``helptext``)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        helptext.kubectl_style(self)
 
     def main(
         self,
@@ -74,6 +80,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # plain help, as kubectl's (helptext)
 )
 
 

@@ -60,8 +60,9 @@ def webhook(
     self_signed: Annotated[
         pathlib.Path | None,
         typer.Option(
+            metavar="DIR",
             help="For development: make (once) a CA and a certificate for --tls-host in this "
-            "directory and serve with them; put DIR/ca.crt, base64, in the caBundle."
+            "directory and serve with them; put DIR/ca.crt, base64, in the caBundle.",
         ),
     ] = None,
     tls_host: Annotated[
