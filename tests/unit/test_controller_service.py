@@ -95,11 +95,16 @@ def _world() -> tuple[FakeCluster, list[disruption.DisruptionRequest]]:
     return FakeCluster(snap), [request]
 
 
-def _controller(fake: FakeCluster, requests: list[disruption.DisruptionRequest]) -> loop.Controller:
+def _controller(
+    fake: FakeCluster,
+    requests: list[disruption.DisruptionRequest],
+    *,
+    runs: executor.Executor | None = None,
+) -> loop.Controller:
     return loop.Controller(
         view=FakeView(fake, requests),
         leadership=Leader(),
-        executor=executor.Executor(cluster=fake),
+        executor=runs or executor.Executor(cluster=fake),
         clock=lambda: fake.now,
     )
 

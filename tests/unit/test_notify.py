@@ -288,8 +288,7 @@ class Collect:
 def test_the_executor_tells_of_its_notices_and_forced_evictions() -> None:
     fake, requests = _world()
     collect = Collect()
-    controller = _controller(fake, requests)
-    controller._executor = executor.Executor(cluster=fake, notifier=collect)
+    controller = _controller(fake, requests, runs=executor.Executor(cluster=fake, notifier=collect))
 
     async def rounds() -> None:
         for minutes in (0, 1, 10):

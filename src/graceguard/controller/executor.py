@@ -79,7 +79,7 @@ class Executor:
         ``CONCURRENCY`` pods at a time (a 100-pod drain is then not 600 calls in a row).
 
         ``versions``: the versions of the objects the actions were planned from, keyed as
-        ``loop.written_key`` (``disruption:NAME``); a Disruption's status is written only over
+        ``rounds.written_key`` (``disruption:NAME``); a Disruption's status is written only over
         its version there (none there: unconditionally)."""
         ordered = list(actions)
         read = versions or {}

@@ -147,12 +147,10 @@ class LedgerPort(Protocol):
     async def evictions_for(self, uid: str) -> tuple[ledger.ActionRecord, ...]: ...
 
 
-class View(Protocol):
-    """The cluster as the controller sees it: a cache kept by watches."""
+class RoundView(Protocol):
+    """What one reconcile round (``controller.rounds``) reads and waits for: the cluster as
+    graceguard sees it now, and its own writes seen back."""
 
-    changed: asyncio.Event
-
-    async def wait_synced(self) -> None: ...
     def snapshot(self) -> cluster.Snapshot: ...
     def requests(self) -> list[disruption.DisruptionRequest]:
         """The open disruptions (not Done or Cancelled), each with the status it reports now."""
@@ -163,9 +161,21 @@ class View(Protocol):
     def rejected(self) -> list[disruption.Rejected]:
         """Disruptions that cannot be carried out as written (their status says why)."""
 
+    def versions(self, keys: list[str]) -> dict[str, str]:
+        """The versions of the objects keyed as ``rounds.written_key``, as read now."""
+
+    async def settle(self, before: dict[str, str], *, timeout: float = 5.0) -> bool:
+        """Wait until every object in ``before`` shows a newer version than the one there, or
+        is gone (the round's own writes, seen back); ``False`` after ``timeout``."""
+
+
+class View(RoundView, Protocol):
+    """The cluster as the controller sees it: a cache kept by watches, which wakes the loop."""
+
+    changed: asyncio.Event
+
+    async def wait_synced(self) -> None: ...
     def policy(self) -> tuple[policy.Policy, policy.PolicyEntry | None]: ...
-    def versions(self, keys: list[str]) -> dict[str, str]: ...
-    async def settle(self, before: dict[str, str], *, timeout: float = 5.0) -> bool: ...
 
 
 class Leadership(Protocol):

@@ -62,6 +62,9 @@ class PodPlan:
     grace_seconds: int
     blocked_by: tuple[decision.Blocker, ...] = ()
     force_at: dt.datetime | None = None
+    latest: dt.datetime | None = None
+    """Under a deadline: the last instant to ask the pod to stop and still give it, and the
+    later priority phases, their grace periods (``decision.PodDecision.latest``)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -330,6 +333,7 @@ class _NodePlanner:
             pod.grace_seconds,
             (d.blocked_by if d else ()) + blocked,
             force_at,
+            d.latest if d else None,
         )
 
     def _notify(self, pod: cluster.Pod, ref: act.PodRef, d: decision.PodDecision) -> None:

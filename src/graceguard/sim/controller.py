@@ -1,12 +1,11 @@
-"""graceguard in the simulation: the real engine planning against the simulated cluster, and the
-real service layer (``controller.executor.Executor`` with the ledger's ``Recorder``) carrying out
-its actions through the simulator's ports (``sim.cluster.SimCluster``).
+"""graceguard in the simulation: the controller's own reconcile round (``controller.rounds``)
+over the simulator's ports: the world as its view (``sim.view.SimView``), the real executor with
+the ledger's ``Recorder`` writing through ``sim.cluster.SimCluster``.
 
-Each step shows the engine the world's snapshot and open requests, exactly as the controller's
-loop does (with the maintenance windows the executor saw pods evicted in), and runs the executor
-on the actions. It also checks, as it goes, the promises the engine makes: a voluntary eviction
-with room before any deadline comes after the pod's protection, inside a window that applies, and
-at least the notice lead after its ``ScheduledEviction``.
+Each step runs one round at the world's instant under the scenario's policy. It also checks, as it
+goes, the promises the engine makes: a voluntary eviction with room before any deadline comes
+after the pod's protection, inside a window that applies, and at least the notice lead after its
+``ScheduledEviction``.
 """
 
 from __future__ import annotations
@@ -15,13 +14,14 @@ import dataclasses
 import datetime as dt
 from collections.abc import Sequence
 
-from graceguard.controller import executor, recording
-from graceguard.domain import disruption, phases, policy
+from graceguard.controller import executor, recording, rounds
+from graceguard.domain import disruption, policy
 from graceguard.engine import actions as act
-from graceguard.engine import projection, reconciler
+from graceguard.engine import reconciler
 from graceguard.sim.cluster import SimCluster
 from graceguard.sim.eventloop import EventLoop
 from graceguard.sim.ledger import MemoryLedger
+from graceguard.sim.view import SimView
 from graceguard.sim.world import World
 
 LOG_LINES = 200
@@ -51,7 +51,6 @@ class Controller:
         self.cluster = cluster
         self.ledger = ledger
         self.loop = loop
-        self.reader = projection.ProtectionReader(pol.limits)
         self.executor = executor.Executor(
             cluster=cluster,
             holds=cluster,
@@ -63,6 +62,7 @@ class Controller:
                 clock=lambda: world.now,
             ),
         )
+        self.round = rounds.Round(view=SimView(world), executor=self.executor)
         self.wake: dt.datetime | None = None
         self.violations: list[Violation] = []
         self.reconciles = 0
@@ -70,17 +70,16 @@ class Controller:
         """What the last reconcile that changed nothing was shown (see ``step``)."""
 
     def step(self, now: dt.datetime) -> bool:
-        """Reconcile once at ``now`` and carry out the actions; True if the world changed.
+        """Reconcile once at ``now`` (the world's instant) and carry out the actions; True if the
+        world changed.
 
         A reconcile shown exactly what the last one was shown, at the same instant, is skipped
         when that one changed nothing: the engine is a function of what it is shown, so it would
         return the same actions (none that change anything) and the same wake-up. The pods and
-        nodes are compared by identity (the world keeps each one's object until it changes)."""
-        world = self.world
-        snapshot = dataclasses.replace(
-            world.snapshot(now), window_evictions=dict(self.executor.window_evictions)
-        )
-        requests = {r.request.id: r.request for r in world.requests.values()}
+        nodes are compared by identity (the world keeps each one's object until it changes). A
+        round with no actions has nothing to carry out or to wait for."""
+        shown = self.round.show(now=now, pol=self.policy)
+        snapshot = shown.snapshot
         seen = (
             now,
             snapshot.pods,
@@ -88,64 +87,49 @@ class Controller:
             snapshot.budgets,
             snapshot.workloads,
             snapshot.window_evictions,
-            tuple(requests.values()),
+            shown.requests,
         )
         if seen == self._seen:
             return False
         self._seen = None
-        result = reconciler.reconcile(
-            snapshot=snapshot,
-            requests=list(requests.values()),
-            pol=self.policy,
-            now=now,
-            reader=self.reader,
-        )
+        result = self.round.plan(shown)
         self.reconciles += 1
         self.wake = result.next_wakeup
         if not result.actions:
             self._seen = seen
             return False
         before = self.cluster.changes
-        outcomes = self.loop.run(self.executor.run(result.actions, now=now))
-        for outcome in outcomes:
-            action = outcome.action
-            if outcome.ok and outcome.detail in ("evicted", "deleted"):
-                assert isinstance(action, act.Evict | act.ForceDelete)
-                self._check(action, requests.get(action.request_id), now)
+        done = self.loop.run(self.round.carry_out(shown, result))
+        self._check_all(done)
         return self.cluster.changes != before
+
+    def _check_all(self, done: rounds.Done) -> None:
+        """The pods this round evicted or deleted, against the engine's promises."""
+        stopped = [o.action for o in done.outcomes if o.ok and o.detail in ("evicted", "deleted")]
+        if not stopped:
+            return
+        requests = {r.id: r for r in done.shown.requests}
+        plans = {p.pod.key: p for p in done.result.plans}
+        for action in stopped:
+            assert isinstance(action, act.Evict | act.ForceDelete)
+            self._check(action, requests.get(action.request_id), plans.get(action.pod.key))
 
     def _check(
         self,
         action: act.Evict | act.ForceDelete,
         request: disruption.DisruptionRequest | None,
-        now: dt.datetime,
+        plan: reconciler.PodPlan | None,
     ) -> None:
         if request is None or request.disruption_class is not disruption.DisruptionClass.VOLUNTARY:
             return
-        pod = self.world.pod(action.pod.key)
-        if pod is None or self._pulled_by_deadline(request, pod.spec.grace, pod.spec.priority, now):
+        if self.world.pod(action.pod.key) is None:
+            return
+        now = self.world.now
+        if plan is not None and plan.latest is not None and now >= plan.latest:
+            # Pulled by the source's deadline (a hold's cap): no room for the full notice, the
+            # pod must be asked now to get its grace period, and later priority phases theirs.
             return
         self._check_voluntary(action.pod.key, action.pod.name, request.source, now)
-
-    def _pulled_by_deadline(
-        self, request: disruption.DisruptionRequest, grace: int, priority: int, now: dt.datetime
-    ) -> bool:
-        """The source's deadline (a hold's cap) leaves no room for the full notice: the pod must
-        be asked now to get its grace period, and later priority phases theirs, before it."""
-        deadline = request.effective_deadline
-        if deadline is None:
-            return False
-        phase_list = self.policy.priority_phases
-        mine = phases.phase_index(priority, phase_list)
-        reserve: dict[int, int] = {}
-        for pod in self.world.pods_on(request.node):
-            if not request.covers(self.world.kube_pod(pod)):
-                continue
-            k = phases.phase_index(pod.spec.priority, phase_list)
-            if k > mine:
-                reserve[k] = max(reserve.get(k, 0), pod.spec.grace)
-        latest = deadline - dt.timedelta(seconds=grace + sum(reserve.values()))
-        return now >= latest
 
     def _check_voluntary(self, key: str, name: str, source: str, now: dt.datetime) -> None:
         """A voluntary eviction with room before any deadline: after the pod's protection, inside
@@ -155,7 +139,7 @@ class Controller:
         lead = self.policy.notice_lead
         pod = self.world.pod(key)
         if pod is not None:
-            prot = self.reader.read(self.world.kube_pod(pod), now)
+            prot = self.round.reader(self.policy.limits).read(self.world.kube_pod(pod), now)
             lead = prot.notice_lead
             if prot.active(now):
                 self.violations.append(

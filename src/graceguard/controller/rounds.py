@@ -1,0 +1,139 @@
+"""One reconcile round: what the view shows -> the engine -> the executor -> its writes seen back.
+
+The controller's loop (``loop``) runs a round whenever it wakes and leads; the simulator
+(``sim.controller``) runs one at each simulated instant, over its own view and writer. A round
+waits on nothing of its own: no timer, no event, no wall clock (``now`` and the policy in force are
+given). The waiting for a change, a wake-up or leadership is the loop's, on the wall clock; the
+simulator may not import the loop (``.importlinter``), so the round is here, beside it.
+
+A round's ``plan`` is the engine's (pure); its ``carry_out`` is the executor's, then the view's
+``settle``: the next round is not planned from a cache that has not seen this one's writes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+from collections.abc import Callable, Sequence
+
+from graceguard.controller import executor as ex
+from graceguard.controller import ports
+from graceguard.domain import cluster, disruption, policy, protection
+from graceguard.engine import actions as act
+from graceguard.engine import projection, reconciler
+
+_POD_WRITES = (
+    act.PostNotice
+    | act.WithdrawNotice
+    | act.MarkBlocked
+    | act.Evict
+    | act.ForceDelete
+    | act.ProjectProtection
+    | act.RetractProtection
+)
+_NODE_WRITES = act.Cordon | act.HoldNode
+_DISRUPTION_WRITES = (
+    act.DrainComplete | act.CompleteHold | act.ReportDisruption | act.DeleteDisruption
+)
+
+
+def written_key(action: act.Action) -> str | None:
+    """The object an action changes, as ``pod:ns/name``, ``node:name`` or ``disruption:name``
+    (``None``: events only)."""
+    if isinstance(action, _POD_WRITES):
+        return f"pod:{action.pod.key}"
+    if isinstance(action, _NODE_WRITES):
+        return f"node:{action.node}"
+    if isinstance(action, _DISRUPTION_WRITES):
+        return f"disruption:{action.request_id}"
+    return None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Shown:
+    """What a round shows the engine."""
+
+    now: dt.datetime
+    pol: policy.Policy
+    snapshot: cluster.Snapshot
+    """The view's snapshot, with the maintenance windows the executor saw each pod evicted in."""
+    requests: tuple[disruption.DisruptionRequest, ...]
+    finished: tuple[tuple[str, dt.datetime], ...]
+    rejected: tuple[disruption.Rejected, ...]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Done:
+    """A round carried out."""
+
+    shown: Shown
+    result: reconciler.Reconciliation
+    outcomes: Sequence[ex.Outcome]
+
+
+class Round:
+    """The rounds of one controller (or simulated run): the view it reads, the executor that
+    carries out the actions, and the protection reader kept while the policy's limits stay."""
+
+    def __init__(
+        self,
+        *,
+        view: ports.RoundView,
+        executor: ex.Executor,
+        observe: Callable[[Done], None] | None = None,
+    ) -> None:
+        """``observe``: called with each round carried out, before its writes are waited for
+        (the controller's metrics)."""
+        self._view = view
+        self._executor = executor
+        self._observe = observe
+        self._reader: projection.ProtectionReader | None = None
+
+    def show(self, *, now: dt.datetime, pol: policy.Policy) -> Shown:
+        view = self._view
+        return Shown(
+            now=now,
+            pol=pol,
+            snapshot=dataclasses.replace(
+                view.snapshot(), window_evictions=dict(self._executor.window_evictions)
+            ),
+            requests=tuple(view.requests()),
+            finished=tuple(view.finished()),
+            rejected=tuple(view.rejected()),
+        )
+
+    def reader(self, limits: protection.Limits) -> projection.ProtectionReader:
+        """The protection reader for ``limits`` (kept while they stay: it caches what it read)."""
+        if self._reader is None or self._reader.limits != limits:
+            self._reader = projection.ProtectionReader(limits)
+        return self._reader
+
+    def plan(self, shown: Shown) -> reconciler.Reconciliation:
+        return reconciler.reconcile(
+            snapshot=shown.snapshot,
+            requests=shown.requests,
+            pol=shown.pol,
+            now=shown.now,
+            reader=self.reader(shown.pol.limits),
+            finished=shown.finished,
+            rejected=shown.rejected,
+        )
+
+    async def carry_out(self, shown: Shown, result: reconciler.Reconciliation) -> Done:
+        """The executor on ``result``'s actions, then wait until the view has seen what was
+        written. Called in the same step as ``show`` (no await between): each Disruption's
+        status is written only over the version read then, the one the round planned from."""
+        before = self._view.versions(
+            [k for a in result.actions if (k := written_key(a)) is not None]
+        )
+        outcomes = await self._executor.run(result.actions, now=shown.now, versions=before)
+        done = Done(shown, result, outcomes)
+        if self._observe is not None:
+            self._observe(done)
+        written = {written_key(o.action) for o in outcomes if o.ok}
+        await self._view.settle({k: v for k, v in before.items() if k in written})
+        return done
+
+    async def run(self, *, now: dt.datetime, pol: policy.Policy) -> Done:
+        shown = self.show(now=now, pol=pol)
+        return await self.carry_out(shown, self.plan(shown))
