@@ -4,15 +4,12 @@ option or a kubeconfig that cannot be used ends with one line and exit 2."""
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
-import pathlib
 from typing import Annotated
 
 import typer
 
-from graceguard.adapters.kube import client as kube_client
-from graceguard.cli import files, options
+from graceguard.cli import files, options, process_command
 from graceguard.domain import durations
 from graceguard.processes import agent as agent_process
 from graceguard.processes import supervisor
@@ -27,10 +24,7 @@ def agent(
             help="The node this agent runs on (the chart sets it from spec.nodeName).",
         ),
     ],
-    kubeconfig: Annotated[
-        pathlib.Path | None,
-        typer.Option(help="A kubeconfig; default: $KUBECONFIG, else in-cluster credentials."),
-    ] = None,
+    kubeconfig: process_command.Kubeconfig = None,
     bus_address: Annotated[
         str | None,
         typer.Option(
@@ -62,12 +56,10 @@ def agent(
     identity: Annotated[
         str | None, typer.Option(envvar="POD_NAME", help="This agent's name in events.")
     ] = None,
-    metrics_port: Annotated[int, typer.Option(help="Port of /metrics.")] = 8090,
-    health_port: Annotated[int, typer.Option(help="Port of /healthz and /readyz.")] = 8091,
-    probe_host: Annotated[str, typer.Option(help="Address the HTTP endpoints listen on.")] = (
-        "0.0.0.0"  # probes must be reachable from the kubelet
-    ),
-    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log at debug level.")] = False,
+    metrics_port: process_command.MetricsPort = 8090,
+    health_port: process_command.HealthPort = 8091,
+    probe_host: process_command.ProbeHost = "0.0.0.0",  # probes must be reachable from the kubelet
+    verbose: process_command.Verbose = False,
 ) -> None:
     """Run the node agent: hold this node's OS shutdown and drain it in priority phases.
 
@@ -102,24 +94,19 @@ def agent(
     except files.InputError as err:
         raise files.fail(str(err)) from None
     supervisor.setup_logging(verbose=verbose)
-    try:
-        asyncio.run(
-            agent_process.run(
-                node=node,
-                kubeconfig=kubeconfig,
-                bus_address=bus_address,
-                imds_endpoint=imds_endpoint if imds else None,
-                margin=margin,
-                identity=identity or supervisor.default_identity(),
-                metrics_port=metrics_port,
-                health_port=health_port,
-                probe_host=probe_host,
-            )
+    process_command.run_process(
+        agent_process.run(
+            node=node,
+            kubeconfig=kubeconfig,
+            bus_address=bus_address,
+            imds_endpoint=imds_endpoint if imds else None,
+            margin=margin,
+            identity=identity or supervisor.default_identity(),
+            metrics_port=metrics_port,
+            health_port=health_port,
+            probe_host=probe_host,
         )
-    except kube_client.KubeError as err:
-        raise files.fail(str(err)) from None
-    except KeyboardInterrupt:
-        return
+    )
 
 
 MARGIN_MAX = dt.timedelta(minutes=10)

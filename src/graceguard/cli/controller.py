@@ -4,16 +4,13 @@ a ledger or kubeconfig that cannot be used ends with one line and exit 2."""
 
 from __future__ import annotations
 
-import asyncio
-import pathlib
 from typing import Annotated
 
 import typer
 
 from graceguard.adapters import ledger as ledger_store
 from graceguard.adapters.aws import clients as aws_clients
-from graceguard.adapters.kube import client as kube_client
-from graceguard.cli import files, options
+from graceguard.cli import files, options, process_command
 from graceguard.processes import aws as aws_process
 from graceguard.processes import controller as controller_process
 from graceguard.processes import supervisor
@@ -24,10 +21,7 @@ LOG_LINES_MAX = 10_000
 
 def controller(
     *,
-    kubeconfig: Annotated[
-        pathlib.Path | None,
-        typer.Option(help="A kubeconfig; default: $KUBECONFIG, else in-cluster credentials."),
-    ] = None,
+    kubeconfig: process_command.Kubeconfig = None,
     lease_namespace: Annotated[
         str,
         typer.Option(envvar="POD_NAMESPACE", help="Namespace of the leader-election Lease."),
@@ -54,11 +48,9 @@ def controller(
     log_lines: Annotated[
         int, typer.Option(help="Log lines saved from each pod before graceguard evicts it.")
     ] = 200,
-    metrics_port: Annotated[int, typer.Option(help="Port of /metrics.")] = 8080,
-    health_port: Annotated[int, typer.Option(help="Port of /healthz and /readyz.")] = 8081,
-    probe_host: Annotated[str, typer.Option(help="Address the HTTP endpoints listen on.")] = (
-        "0.0.0.0"  # probes must be reachable from the kubelet
-    ),
+    metrics_port: process_command.MetricsPort = 8080,
+    health_port: process_command.HealthPort = 8081,
+    probe_host: process_command.ProbeHost = "0.0.0.0",  # probes must be reachable from the kubelet
     aws_queue: Annotated[
         str | None,
         typer.Option(
@@ -87,7 +79,7 @@ def controller(
             "it lives in the Disruption).",
         ),
     ] = 300,
-    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log at debug level.")] = False,
+    verbose: process_command.Verbose = False,
 ) -> None:
     """Run the graceguard controller: notices, protection projection, guarded drains.
 
@@ -112,31 +104,28 @@ def controller(
         options.check_listen("--probe-host", probe_host, ports)
     except files.InputError as err:
         raise files.fail(str(err)) from None
-    try:
-        asyncio.run(
-            controller_process.run(
-                kubeconfig=kubeconfig,
-                ledger_url=ledger_url or ledger_store.DEFAULT_URL,
-                log_lines=log_lines,
-                lease_namespace=lease_namespace,
-                lease_name=lease_name,
-                identity=identity or supervisor.default_identity(),
-                metrics_port=metrics_port,
-                health_port=health_port,
-                probe_host=probe_host,
-                aws=aws,
-            )
-        )
-    except ledger_store.LedgerError as err:
-        option = options.named("ledger_url", "--ledger", ledger_store.ENV)
-        url = ledger_url or ledger_store.DEFAULT_URL
-        raise files.fail(options.ledger_problem(str(err), url=url, option=option)) from None
-    except kube_client.KubeError as err:
-        raise files.fail(str(err)) from None
-    except aws_clients.AwsConfigError as err:
-        raise files.fail(f"--aws-queue: {err}") from None
-    except KeyboardInterrupt:
-        return
+    url = ledger_url or ledger_store.DEFAULT_URL
+    ledger_option = options.named("ledger_url", "--ledger", ledger_store.ENV)
+    process_command.run_process(
+        controller_process.run(
+            kubeconfig=kubeconfig,
+            ledger_url=url,
+            log_lines=log_lines,
+            lease_namespace=lease_namespace,
+            lease_name=lease_name,
+            identity=identity or supervisor.default_identity(),
+            metrics_port=metrics_port,
+            health_port=health_port,
+            probe_host=probe_host,
+            aws=aws,
+        ),
+        problems={
+            ledger_store.LedgerError: lambda err: options.ledger_problem(
+                str(err), url=url, option=ledger_option
+            ),
+            aws_clients.AwsConfigError: lambda err: f"--aws-queue: {err}",
+        },
+    )
 
 
 def _aws_options(

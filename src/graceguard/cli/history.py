@@ -7,6 +7,7 @@ as a table or as JSON with every field and every captured log line.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime as dt
 import enum
 import json
@@ -177,30 +178,26 @@ async def _query(
 
 
 def record_json(r: termination.TerminationRecord) -> dict[str, Any]:
-    return {
-        "namespace": r.namespace,
-        "pod": r.pod,
-        "uid": r.uid,
-        "node": r.node,
-        "initiator": str(r.initiator),
-        "cause": r.cause,
-        "message": r.message,
-        "requestId": r.request_id,
-        "requestedGraceSeconds": r.requested_grace_seconds,
-        "givenGraceSeconds": r.given_grace_seconds,
-        "protectedUntil": _t(r.protected_until),
-        "startedAt": times.format_time(r.started_at),
-        "recordedAt": times.format_time(r.recorded_at),
-        "premature": r.premature,
-        "prematureReason": r.premature_reason or None,
-        "forced": r.forced,
-        "logStatus": r.log_status,
-        "logLines": list(r.log_lines),
-    }
+    """The record as JSON: each field under its name in camelCase (``request_id`` ->
+    ``requestId``), instants in RFC 3339, an empty premature reason as null."""
+    out = {_camel(f.name): _json(getattr(r, f.name)) for f in dataclasses.fields(r)}
+    out["prematureReason"] = r.premature_reason or None
+    return out
 
 
-def _t(value: dt.datetime | None) -> str | None:
-    return times.format_time(value) if value is not None else None
+def _camel(name: str) -> str:
+    first, *rest = name.split("_")
+    return first + "".join(word.capitalize() for word in rest)
+
+
+def _json(value: object) -> object:
+    if isinstance(value, dt.datetime):
+        return times.format_time(value)
+    if isinstance(value, tuple):
+        return list(value)
+    if isinstance(value, str):
+        return str(value)  # a str enum as its text
+    return value
 
 
 def _console() -> Console:

@@ -5,7 +5,6 @@ before anything connects."""
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
 import logging
 import os
@@ -18,8 +17,7 @@ import typer
 
 from graceguard.adapters import ledger as ledger_store
 from graceguard.adapters import webhook_server
-from graceguard.adapters.kube import client as kube_client
-from graceguard.cli import files, options
+from graceguard.cli import files, options, process_command
 from graceguard.domain import durations
 from graceguard.processes import supervisor
 from graceguard.processes import webhook as webhook_process
@@ -43,10 +41,7 @@ def default_trusted_user() -> str:
 
 def webhook(
     *,
-    kubeconfig: Annotated[
-        pathlib.Path | None,
-        typer.Option(help="A kubeconfig; default: $KUBECONFIG, else in-cluster credentials."),
-    ] = None,
+    kubeconfig: process_command.Kubeconfig = None,
     host: Annotated[str, typer.Option(help="Address the HTTPS server listens on.")] = "0.0.0.0",
     port: Annotated[int, typer.Option(help="Port of the HTTPS server.")] = 8443,
     tls_cert: Annotated[
@@ -107,12 +102,10 @@ def webhook(
         str | None,
         typer.Option(envvar="POD_NAME", help="This replica's name in its events."),
     ] = None,
-    metrics_port: Annotated[int, typer.Option(help="Port of /metrics (HTTP).")] = 8080,
-    health_port: Annotated[int, typer.Option(help="Port of /healthz and /readyz (HTTP).")] = 8081,
-    probe_host: Annotated[str, typer.Option(help="Address the HTTP endpoints listen on.")] = (
-        "0.0.0.0"
-    ),
-    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log at debug level.")] = False,
+    metrics_port: process_command.MetricsPort = 8080,
+    health_port: process_command.HealthPort = 8081,
+    probe_host: process_command.ProbeHost = "0.0.0.0",
+    verbose: process_command.Verbose = False,
 ) -> None:
     """Run the eviction admission webhook: evictions by anyone (cluster-autoscaler, Karpenter,
     kubectl drain, node-group drains) must meet graceguard's rules.
@@ -147,29 +140,24 @@ def webhook(
         options.check_listen("--probe-host", probe_host, {"--health-port": health_port})
     except files.InputError as err:
         raise files.fail(str(err)) from None
-    try:
-        asyncio.run(
-            webhook_process.run(
-                kubeconfig=kubeconfig,
-                host=host,
-                port=port,
-                tls=tls,
-                trusted=frozenset(trusted_user or [default_trusted_user()]),
-                failure_policy=failure_policy,
-                ledger_url=url,
-                report_every=every,
-                facts_interval=facts_interval,
-                max_body=max_body,
-                identity=identity or supervisor.default_identity(),
-                metrics_port=metrics_port,
-                health_port=health_port,
-                probe_host=probe_host,
-            )
+    process_command.run_process(
+        webhook_process.run(
+            kubeconfig=kubeconfig,
+            host=host,
+            port=port,
+            tls=tls,
+            trusted=frozenset(trusted_user or [default_trusted_user()]),
+            failure_policy=failure_policy,
+            ledger_url=url,
+            report_every=every,
+            facts_interval=facts_interval,
+            max_body=max_body,
+            identity=identity or supervisor.default_identity(),
+            metrics_port=metrics_port,
+            health_port=health_port,
+            probe_host=probe_host,
         )
-    except kube_client.KubeError as err:
-        raise files.fail(str(err)) from None
-    except KeyboardInterrupt:
-        return
+    )
 
 
 def _check_options(

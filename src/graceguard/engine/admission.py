@@ -132,7 +132,7 @@ def format_wait(wait: dt.timedelta) -> str:
     return out
 
 
-def admit(  # noqa: C901, PLR0911 - one answer per rule, in the order the docstring lists them
+def admit(  # noqa: PLR0911 - one answer per rule, in the order the docstring lists them
     *,
     pod: cluster.Pod,
     pol: policy.Policy,
@@ -176,6 +176,27 @@ def admit(  # noqa: C901, PLR0911 - one answer per rule, in the order the docstr
         )
         if taken is not None:
             return taken
+    held = _held(pod=pod, pol=pol, now=now, source=source, reader=reader)
+    if held is not None:
+        return held
+    if floor is not None:
+        refused = _at_floor(pod=pod, floor=floor, pending=pending, now=now, source=source)
+        if refused is not None:
+            return refused
+    return Verdict(True, Rule.UNPROTECTED, "no graceguard rule holds the pod", source, who)
+
+
+def _held(
+    *,
+    pod: cluster.Pod,
+    pol: policy.Policy,
+    now: dt.datetime,
+    source: str,
+    reader: projection.ProtectionReader,
+) -> Verdict | None:
+    """Refused while the pod is protected, or outside the maintenance windows that apply to
+    ``source`` (both named when both hold); ``None`` when neither holds it."""
+    who = pod.key
     request = disruption.DisruptionRequest(
         id="admission",
         node=pod.node or "",
@@ -209,15 +230,21 @@ def admit(  # noqa: C901, PLR0911 - one answer per rule, in the order the docstr
         )
     if rule is not None:
         return _refused(rule, who=who, parts=parts, source=source, until=d.eviction_at, now=now)
+    return None
 
-    if floor is not None:
-        pending_of = {floor.workload.key: pending}
-        refusal = budgets.Allowances({}, {}, pending_of).check(pod, [], floor)
-        if refusal is not None:
-            w = floor.workload
-            parts.append(f"{refusal}; retry when another replica of {w.kind} {w.name} is Ready")
-            return _refused(Rule.FLOOR, who=who, parts=parts, source=source, until=None, now=now)
-    return Verdict(True, Rule.UNPROTECTED, "no graceguard rule holds the pod", source, who)
+
+def _at_floor(
+    *, pod: cluster.Pod, floor: budgets.Floor, pending: int, now: dt.datetime, source: str
+) -> Verdict | None:
+    """Refused when one more eviction would take the pod's workload below its floor
+    (``pending``: evictions admitted that the floor does not show yet)."""
+    pending_of = {floor.workload.key: pending}
+    refusal = budgets.Allowances({}, {}, pending_of).check(pod, [], floor)
+    if refusal is None:
+        return None
+    w = floor.workload
+    parts = [f"{refusal}; retry when another replica of {w.kind} {w.name} is Ready"]
+    return _refused(Rule.FLOOR, who=pod.key, parts=parts, source=source, until=None, now=now)
 
 
 def _takeover(

@@ -96,27 +96,22 @@ def decide(
     lead = prot.notice_lead if notice else dt.timedelta(0)
     floor = _floor(prot, now=now, not_before=not_before, blockers=blockers)
 
-    stage = pod.notice_stage
+    scheduled = pod.notice_stage == notices.NoticeReason.SCHEDULED.value
     previous = previous_notice(pod, request.source) if notice else None
-    if previous is not None and (floor is None or previous >= floor):
-        if stage == notices.NoticeReason.SCHEDULED.value:
-            target = previous  # told with its full lead; due (or overdue) at that time
-        else:
-            target = max(previous, whole_second(now + lead))
-    else:
-        target = whole_second(max(floor or now, now + lead))
-    if target > now and (floor is None or target > floor) and lead > dt.timedelta(0):
-        blockers.append(
-            Blocker(
-                "notice", f"notice lead {durations.format_duration(lead)} before eviction", target
-            )
-        )
+    target = _after_notice(
+        previous=previous,
+        scheduled=scheduled,
+        floor=floor,
+        lead=lead,
+        now=now,
+        blockers=blockers,
+    )
 
     opening: win.Opening | None = None
     if request.disruption_class is disruption.DisruptionClass.VOLUNTARY:
         windows = pol.windows_for(request.source)
         if windows:
-            moved = previous is not None and stage == notices.NoticeReason.SCHEDULED.value
+            moved = previous is not None and scheduled
             target, opening = _in_window(
                 windows,
                 target=target,
@@ -135,16 +130,7 @@ def decide(
         if latest < now:
             exceeded = True
             latest = now
-        if target > latest:
-            blockers.append(
-                Blocker(
-                    "deadline",
-                    f"the node goes at {times.format_time(deadline)}; the pod "
-                    f"must be asked to stop by {times.format_time(latest)}",
-                    latest,
-                )
-            )
-            target = latest
+        target = _by_deadline(target, latest=latest, deadline=deadline, blockers=blockers)
 
     return PodDecision(
         pod=pod,
@@ -157,6 +143,50 @@ def decide(
         deadline_exceeded=exceeded,
         renominate=previous != target,
     )
+
+
+def _after_notice(
+    *,
+    previous: dt.datetime | None,
+    scheduled: bool,
+    floor: dt.datetime | None,
+    lead: dt.timedelta,
+    now: dt.datetime,
+    blockers: list[Blocker],
+) -> dt.datetime:
+    """The eviction time the notice allows: the time already told (``previous``) while it is not
+    before the ``floor`` (a pod told ``ScheduledEviction`` goes then, even overdue; one only
+    nominated gets its full lead from now), else the full lead from now or the floor, whichever
+    is later; a ``notice`` blocker when the lead holds the pod past now and the floor."""
+    if previous is not None and (floor is None or previous >= floor):
+        target = previous if scheduled else max(previous, whole_second(now + lead))
+    else:
+        target = whole_second(max(floor or now, now + lead))
+    if target > now and (floor is None or target > floor) and lead > dt.timedelta(0):
+        blockers.append(
+            Blocker(
+                "notice", f"notice lead {durations.format_duration(lead)} before eviction", target
+            )
+        )
+    return target
+
+
+def _by_deadline(
+    target: dt.datetime, *, latest: dt.datetime, deadline: dt.datetime, blockers: list[Blocker]
+) -> dt.datetime:
+    """The eviction time no later than ``latest``, the last instant to ask the pod to stop
+    before the ``deadline``; a ``deadline`` blocker when that moves it."""
+    if target <= latest:
+        return target
+    blockers.append(
+        Blocker(
+            "deadline",
+            f"the node goes at {times.format_time(deadline)}; the pod "
+            f"must be asked to stop by {times.format_time(latest)}",
+            latest,
+        )
+    )
+    return latest
 
 
 def _floor(

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from types import TracebackType
 from typing import Any, Self
 
@@ -22,7 +22,7 @@ from sqlalchemy import exc, pool
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
-from graceguard.adapters.ledger import schema, urls
+from graceguard.adapters.ledger import rows, schema, urls
 from graceguard.adapters.ledger.urls import LedgerError
 from graceguard.domain import ledger, termination
 
@@ -140,7 +140,7 @@ class Ledger:
         t = schema.terminations
         stmt = (
             self._insert(t)
-            .values(_termination_row(rec))
+            .values(rows.termination_row(rec))
             .on_conflict_do_nothing(index_elements=["uid", "started_at"])
             .returning(t.c.id)
         )
@@ -172,8 +172,8 @@ class Ledger:
         if limit is not None:
             stmt = stmt.limit(limit)
         async with self._transaction("query terminations") as conn:
-            rows = (await conn.execute(stmt)).mappings().all()
-        return tuple(_termination(r) for r in rows)
+            found = (await conn.execute(stmt)).mappings().all()
+        return tuple(rows.termination_of(r) for r in found)
 
     # ---- graceguard's own actions ----
 
@@ -183,7 +183,7 @@ class Ledger:
         a = schema.actions
         stmt = (
             self._insert(a)
-            .values(_action_row(action))
+            .values(rows.action_row(action))
             .on_conflict_do_nothing(index_elements=["uid", "kind", "request_id"])
             .returning(a.c.id)
         )
@@ -195,8 +195,8 @@ class Ledger:
         a = schema.actions
         stmt = sa.select(a).where(a.c.uid == uid).order_by(a.c.at, a.c.id)
         async with self._transaction("read actions") as conn:
-            rows = (await conn.execute(stmt)).mappings().all()
-        return tuple(_action(r) for r in rows)
+            found = (await conn.execute(stmt)).mappings().all()
+        return tuple(rows.action_of(r) for r in found)
 
     async def evictions_for(self, uid: str) -> tuple[ledger.ActionRecord, ...]:
         """The evictions graceguard sent (or claimed) for the pod, oldest first."""
@@ -210,7 +210,7 @@ class Ledger:
         d = schema.denials
         stmt = (
             self._insert(d)
-            .values(_denial_row(rec))
+            .values(rows.denial_row(rec))
             .on_conflict_do_nothing(index_elements=["uid", "source", "rule", "period"])
             .returning(d.c.id)
         )
@@ -242,8 +242,8 @@ class Ledger:
             present = await conn.run_sync(lambda sync: sa.inspect(sync).has_table(d.name))
             if not present:
                 return ()
-            rows = (await conn.execute(stmt)).mappings().all()
-        return tuple(_denial(r) for r in rows)
+            found = (await conn.execute(stmt)).mappings().all()
+        return tuple(rows.denial_of(r) for r in found)
 
     # ---- plumbing ----
 
@@ -284,116 +284,3 @@ def _one_line(err: BaseException) -> str:
     if isinstance(source, OSError | TimeoutError) and not first.startswith(type(source).__name__):
         first = f"{type(source).__name__}: {first}" if str(source) else type(source).__name__
     return first
-
-
-def _termination_row(rec: termination.TerminationRecord) -> dict[str, Any]:
-    return {
-        "namespace": rec.namespace,
-        "pod": rec.pod,
-        "uid": rec.uid,
-        "node": rec.node,
-        "initiator": rec.initiator,
-        "cause": rec.cause,
-        "request_id": rec.request_id,
-        "requested_grace_seconds": rec.requested_grace_seconds,
-        "given_grace_seconds": rec.given_grace_seconds,
-        "protected_until": rec.protected_until,
-        "started_at": rec.started_at,
-        "recorded_at": rec.recorded_at,
-        "premature": rec.premature,
-        "premature_reason": rec.premature_reason,
-        "forced": rec.forced,
-        "message": rec.message,
-        "log_lines": list(rec.log_lines),
-        "log_status": rec.log_status,
-    }
-
-
-def _termination(row: sa.RowMapping) -> termination.TerminationRecord:
-    return termination.TerminationRecord(
-        namespace=row["namespace"],
-        pod=row["pod"],
-        uid=row["uid"],
-        node=row["node"],
-        initiator=row["initiator"],
-        cause=row["cause"],
-        request_id=row["request_id"],
-        requested_grace_seconds=row["requested_grace_seconds"],
-        given_grace_seconds=row["given_grace_seconds"],
-        protected_until=row["protected_until"],
-        started_at=row["started_at"],
-        recorded_at=row["recorded_at"],
-        premature=bool(row["premature"]),
-        premature_reason=row["premature_reason"],
-        forced=bool(row["forced"]),
-        message=row["message"],
-        log_lines=_lines(row["log_lines"]),
-        log_status=row["log_status"],
-    )
-
-
-def _lines(value: Sequence[Any] | None) -> tuple[str, ...]:
-    return tuple(str(x) for x in (value or ()))
-
-
-def _action_row(action: ledger.ActionRecord) -> dict[str, Any]:
-    return {
-        "namespace": action.namespace,
-        "pod": action.pod,
-        "uid": action.uid,
-        "kind": str(action.kind),
-        "request_id": action.request_id,
-        "source": action.source,
-        "at": action.at,
-        "grace_seconds": action.grace_seconds,
-        "message": action.message,
-        "log_lines": list(action.logs.lines),
-        "log_status": action.logs.status,
-    }
-
-
-def _action(row: sa.RowMapping) -> ledger.ActionRecord:
-    return ledger.ActionRecord(
-        namespace=row["namespace"],
-        pod=row["pod"],
-        uid=row["uid"],
-        kind=ledger.ActionKind(row["kind"]),
-        request_id=row["request_id"],
-        source=row["source"],
-        at=row["at"],
-        grace_seconds=row["grace_seconds"],
-        message=row["message"],
-        logs=termination.CapturedLogs(_lines(row["log_lines"]), row["log_status"]),
-    )
-
-
-def _denial_row(rec: ledger.DenialRecord) -> dict[str, Any]:
-    return {
-        "namespace": rec.namespace,
-        "pod": rec.pod,
-        "uid": rec.uid,
-        "node": rec.node,
-        "source": rec.source,
-        "requester": rec.requester,
-        "rule": rec.rule,
-        "message": rec.message,
-        "until": rec.until,
-        "at": rec.at,
-        "period": rec.period,
-    }
-
-
-def _denial(row: sa.RowMapping) -> ledger.DenialRecord:
-    return ledger.DenialRecord(
-        namespace=row["namespace"],
-        pod=row["pod"],
-        uid=row["uid"],
-        node=row["node"],
-        source=row["source"],
-        requester=row["requester"],
-        rule=row["rule"],
-        message=row["message"],
-        until=row["until"],
-        at=row["at"],
-        period=row["period"],
-    )
