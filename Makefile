@@ -22,6 +22,7 @@ demo: $(STAMP)
 	$(VENV)/bin/graceguard simulate scenarios/*.yaml
 
 ## test: every tier — lint, types, layers, unit + property, scenarios, the real control plane
+## (which tier a new test belongs to, by what is real in it: tests/README.md)
 test: lint typecheck imports chart-check unit scenarios badinput integration e2e
 
 lint: $(STAMP)

@@ -4,13 +4,22 @@ in the future would evict every pod at once with no notice, protected ones inclu
 multi-line source would be written into every notice, and one the Disruption's schema refuses
 (a space, a trailing dot) would fail only after connecting; a reason on two lines or longer than
 the schema allows. Each is one line naming the option, exit 2.
+
+And a bad environment for ``drain`` and ``plan``: an API server nothing listens at, a kubeconfig
+that cannot be loaded; one line, exit 2. Everything that needs an API server runs against the real
+control plane: ``tests/e2e/test_cli_drain.py``.
 """
 
 from __future__ import annotations
 
-import pytest
-from typer.testing import CliRunner
+import json
+import pathlib
+import socket
 
+import pytest
+from typer.testing import CliRunner, Result
+
+from graceguard.adapters.kube import client as kube_client
 from graceguard.cli.main import app
 
 ROWS = {
@@ -46,3 +55,45 @@ def test_a_bad_drain_option_is_one_line_before_connecting(name: str) -> None:
     (line,) = result.stderr.strip().splitlines()
     assert line.startswith(f"graceguard: {option}: ") and says in line, line
     assert result.stdout == ""
+
+
+def _one_line(result: Result) -> str:
+    assert result.exit_code == 2, result.output
+    assert result.stdout == ""
+    (line,) = result.stderr.strip().splitlines()
+    return line
+
+
+@pytest.mark.parametrize("command", ["plan", "drain"])
+def test_an_unreachable_api_server_is_one_line_and_exit_2(
+    command: str, tmp_path: pathlib.Path
+) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again: nothing listens there
+    config = tmp_path / "kubeconfig"
+    config.write_text(
+        json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "none", "cluster": {"server": f"http://127.0.0.1:{port}"}}],
+                "users": [{"name": "me", "user": {}}],
+                "contexts": [{"name": "none", "context": {"cluster": "none", "user": "me"}}],
+                "current-context": "none",
+            }
+        )
+    )
+    result = CliRunner().invoke(app, [command, "node-a", "--kubeconfig", str(config)])
+    line = _one_line(result)
+    assert line.startswith("graceguard: cannot reach the API server: "), line
+
+
+def test_a_kubeconfig_that_cannot_be_loaded_is_one_line_and_exit_2(
+    tmp_path: pathlib.Path,
+) -> None:
+    result = CliRunner().invoke(app, ["drain", "node-a", "--kubeconfig", str(tmp_path / "missing")])
+    line = _one_line(result)
+    assert line.startswith("graceguard: cannot load a kubeconfig: "), line
+    with pytest.raises(kube_client.KubeError, match="cannot load a kubeconfig"):
+        kube_client.connect(tmp_path / "missing")

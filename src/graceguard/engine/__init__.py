@@ -1,4 +1,12 @@
-"""The reconciler: (cluster snapshot, open disruption requests, policy, now) -> actions.
+"""The pure decisions of graceguard, given what was read and ``now``:
+
+- ``reconciler``: the controller's round: (cluster snapshot, open disruption requests, policy,
+  now) -> actions (``actions``) and when to be called again; ``index`` is the snapshot indexed for
+  it, ``decision`` when one pod may go (shared with ``explain``, ``plan`` and the webhook).
+- ``projection``: which pods are protected now, and the annotations other autoscalers obey
+  projected onto them (and retracted).
+- ``admission``: the eviction webhook's answer to an eviction someone else asked for.
+- ``audit``: ``graceguard audit``'s checks over what was read from the cluster and AWS.
 
 Pure and deterministic: no I/O, no clock (``now`` is an argument), no memory between calls. Whatever
 graceguard must remember (notices posted, projected annotations, the blocked-since clock) it writes

@@ -1,5 +1,19 @@
-"""Kubernetes through lightkube: informers (list + watch into domain values), the writer that
-carries out actions, and Lease-based leader election.
+"""Kubernetes through lightkube, one module per job:
+
+- ``client``: connecting (a kubeconfig, else in-cluster); ``resources``: the API resources read
+  as generic resources (plain dicts for ``graceguard.manifests``).
+- ``informer``: list, then watch, into a store of domain values; ``view``: the controller's
+  informers assembled into the engine's snapshot, the open, finished and rejected Disruptions and
+  the policy (``controller.ports.View``); ``admission_state``: the webhook's informers and the
+  facts it decides from.
+- ``writer``: ``controller.ports.ClusterWriter`` (notices, evictions, cordons, Disruption
+  statuses); ``events``: the Event objects every process reports; ``policy_status``: the
+  DisruptionPolicy's status; ``logs``: ``pods/log`` as the controller's ``LogSource``.
+- ``disruptions``: creating ``Disruption`` objects; ``drains``: ``graceguard drain`` and
+  ``graceguard plan`` (open, follow, load the cluster once); ``interruptions``: the Kubernetes side
+  of the AWS holds (instance to node, a Disruption with its hold, the hold's records).
+- ``lease``: leader election on a Lease; ``node_agent``: what one node's agent reads and writes;
+  ``audit_read``: what ``graceguard audit`` reads.
 
 graceguard keeps its own informers rather than kopf's watch handlers: after a relist it must
 drop objects deleted while the watch was down, it must know each object's resourceVersion to
