@@ -103,8 +103,15 @@ def lifecycle_eventbridge(
     )
 
 
+ZONE = f"{REGION}a"
+
+
 def instance_arn(instance: str) -> str:
-    return f"arn:aws:ec2:{REGION}:{ACCOUNT}:instance/{instance}"
+    """The instance's ARN as EC2's events carry it in ``resources``: an availability zone where
+    the region would be, and no account (AWS's spot interruption example in the EC2 User Guide,
+    ``arn:aws:ec2:us-east-2a:instance/i-1234567890abcdef0``; aws-node-termination-handler's
+    example events carry the same form)."""
+    return f"arn:aws:ec2:{ZONE}:instance/{instance}"
 
 
 def spot_warning(*, instance: str, at: dt.datetime, action: str = "terminate") -> str:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import itertools
+import json
 import logging
 import pathlib
 import time
@@ -37,6 +38,7 @@ from graceguard.controller import aws_queue, holds, ports
 from graceguard.controller import interruptions as service
 from graceguard.domain import disruption, interruptions, policy
 from graceguard.engine import actions as act
+from graceguard.manifests import aws_events
 
 pytestmark = pytest.mark.asyncio
 
@@ -172,11 +174,13 @@ def _worker(
 async def test_the_consumer_on_real_sqs_holds_completes_acks_and_dead_letters(
     calls: clients.AwsCalls, tmp_path: pathlib.Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """One receive of four messages: the test notification is deleted; an instance that is no
+    """One receive of six messages: the test notification is deleted; an instance that is no
     node is completed with CONTINUE (emulated call recorded) and deleted; a node's termination
     opens a held Disruption and stays in flight; a malformed body is left and, after the queue's
-    maxReceiveCount (2), is in the dead-letter queue, with the consumer still running. When the
-    Disruption is Done, the held message is deleted."""
+    maxReceiveCount (2), is in the dead-letter queue, with the consumer still running; an AWS
+    Health issue and a spot warning for an instance that is no node (its time empty, as the
+    reference consumer accepts) are deleted, not dead-lettered. When the Disruption is Done, the
+    held message is deleted."""
     caplog.set_level(logging.INFO)
     url, dlq = _queue_with_dlq()
     ours, foreign = _group()
@@ -199,6 +203,8 @@ async def test_the_consumer_on_real_sqs_holds_completes_acks_and_dead_letters(
             group=GROUP, hook=HOOK, instance=ours, token=tokens[ours], at=now
         ),
         '{"detail-type": "EC2 Instance State-change Notification", "source": "aws.ec2"',
+        _health_issue(now),
+        _untimed_spot_warning(foreign, now),
     ]
     for body in bodies:
         client.send_message(QueueUrl=url, MessageBody=body)
@@ -207,7 +213,7 @@ async def test_the_consumer_on_real_sqs_holds_completes_acks_and_dead_letters(
     handled = 0
     for _ in range(6):
         handled += await worker.poll_once()
-    assert handled == 4 + (MAX_RECEIVES - 1)  # the malformed one came back once
+    assert handled == 6 + (MAX_RECEIVES - 1)  # the malformed one came back once
     completes = emulator.calls("CompleteLifecycleAction")
     assert [
         (c.params["InstanceId"], c.params["LifecycleActionResult"], c.answer) for c in completes
@@ -228,6 +234,34 @@ async def test_the_consumer_on_real_sqs_holds_completes_acks_and_dead_letters(
     await worker.settle_tracked(force=True)
     assert _count(url, "ApproximateNumberOfMessagesNotVisible") == 0
     assert worker.tracked == {}
+
+
+def _health_issue(at: dt.datetime) -> str:
+    doc = json.loads(msg.health_scheduled(instances=[], start=at, at=at))
+    doc["detail"].update(eventTypeCategory="issue", eventTypeCode="AWS_EC2_OPERATIONAL_ISSUE")
+    return json.dumps(doc)
+
+
+def _untimed_spot_warning(instance: str, at: dt.datetime) -> str:
+    doc = json.loads(msg.spot_warning(instance=instance, at=at))
+    doc["time"] = ""
+    return json.dumps(doc)
+
+
+async def test_a_message_carries_the_time_sqs_received_it(calls: clients.AwsCalls) -> None:
+    """SentTimestamp from the real queue: the time of a spot warning that AWS sent with none."""
+    url, _ = _queue_with_dlq()
+    before = dt.datetime.now(dt.UTC).replace(microsecond=0)
+    boto3.client("sqs").send_message(
+        QueueUrl=url, MessageBody=_untimed_spot_warning("i-0123456789abcdef0", before)
+    )
+    (message,) = await sqs.SqsQueue(calls, url=url).receive(
+        max_messages=1, wait_seconds=1, visibility_seconds=30
+    )
+    assert message.sent is not None
+    assert before - dt.timedelta(seconds=1) <= message.sent <= dt.datetime.now(dt.UTC)
+    found = aws_events.parse(message.body, received=message.sent)
+    assert isinstance(found, interruptions.SpotInterruption) and found.at == message.sent
 
 
 async def test_redelivery_after_failover_joins_the_same_disruption(

@@ -68,8 +68,18 @@ def test_launch_transition_is_read_not_terminating() -> None:
 
 
 def test_test_notification() -> None:
-    assert aws_events.parse(msg.test_notification(group="ng-1", at=AT)) == intr.TestNotification(
-        "ng-1", AT
+    assert aws_events.parse(msg.test_notification(group="ng-1", at=AT)) == intr.Informational(
+        "test notification of group ng-1", AT
+    )
+
+
+@pytest.mark.parametrize("event", aws_events.SCALING_EVENTS)
+def test_a_groups_own_launch_and_terminate_notifications_are_informational(event: str) -> None:
+    """A group's notification configuration sends these (``Event``); no hook holds them."""
+    doc = _doc(msg.test_notification(group="ng-1", at=AT))
+    doc.update(Event=event, EC2InstanceId=I1)
+    assert aws_events.parse(json.dumps(doc)) == intr.Informational(
+        f"{event} of {I1} in group ng-1", AT
     )
 
 
@@ -167,9 +177,19 @@ BAD: dict[str, tuple[str | bytes, str, str]] = {
     ),
     "time without zone": (_lc(Time="2026-11-23T01:00:00"), "Time", "without a zone"),
     "unknown autoscaling event": (
-        '{"Event": "autoscaling:EC2_INSTANCE_TERMINATE"}',
+        '{"Event": "autoscaling:EC2_INSTANCE_REBOOT"}',
         "Event",
         "unknown Auto Scaling event",
+    ),
+    "scaling notification without group": (
+        '{"Event": "autoscaling:EC2_INSTANCE_TERMINATE", "Time": "2026-11-23T01:00:00Z"}',
+        "AutoScalingGroupName",
+        "required",
+    ),
+    "instance ARN of another service": (
+        _eb(resources=["arn:aws:rds:us-east-1a:instance/i-0123456789abcdef0"]),
+        "resources[0]",
+        "not an EC2 instance ARN",
     ),
     "sns message not json": (
         json.dumps({"Type": "Notification", "Message": "hi"}),
@@ -201,13 +221,26 @@ def test_eventbridge_lifecycle_with_mismatched_transition() -> None:
     )
 
 
-def test_health_event_of_another_service_or_category() -> None:
+@pytest.mark.parametrize(
+    ("service", "category"),
+    [("EC2", "issue"), ("EC2", "accountNotification"), ("RDS", "scheduledChange")],
+)
+def test_health_event_of_another_service_or_category_is_informational(
+    service: str, category: str
+) -> None:
+    """Only an EC2 scheduled change names instances that will go; any other Health event a broad
+    rule forwards asks nothing and is acknowledged, not dead-lettered."""
     start = AT + dt.timedelta(days=3)
     doc = _doc(msg.health_scheduled(instances=[I1], start=start, at=AT))
-    doc["detail"]["eventTypeCategory"] = "issue"
+    doc["detail"].update(service=service, eventTypeCategory=category)
     got = aws_events.parse(json.dumps(doc))
-    assert isinstance(got, intr.Unreadable) and got.field == "detail.eventTypeCategory"
-    doc["detail"]["eventTypeCategory"] = "scheduledChange"
+    assert isinstance(got, intr.Informational), got
+    assert got.what.startswith(f"AWS Health {service} {category} event ")
+
+
+def test_an_ec2_scheduled_change_without_instances_is_refused() -> None:
+    start = AT + dt.timedelta(days=3)
+    doc = _doc(msg.health_scheduled(instances=[I1], start=start, at=AT))
     doc["detail"]["affectedEntities"] = []
     got = aws_events.parse(json.dumps(doc))
     assert isinstance(got, intr.Unreadable) and got.field == "detail.affectedEntities"

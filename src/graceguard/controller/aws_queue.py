@@ -122,7 +122,9 @@ class QueueWorker:
         ``CancelledError``."""
         where = f"message {message.id} (receive {message.receive_count})"
         try:
-            verdict = await self._service.handle(aws_events.parse(message.body))
+            verdict = await self._service.handle(
+                aws_events.parse(message.body, received=message.sent)
+            )
         except asyncio.CancelledError:
             raise
         except Exception as err:

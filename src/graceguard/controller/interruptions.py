@@ -24,7 +24,9 @@
 - State change: logged only. A terminated instance's hold ends with it: the next heartbeat or
   completion finds no pending action at AWS (``LifecycleActionGone``), which the hold keeper
   takes as the end of the hold; the Disruption then goes on until its node's pods are gone.
-- Test notifications and launch transitions: acknowledged (deleted) with a log line.
+- Informational messages (test notifications, Auto Scaling's launch and terminate
+  notifications, AWS Health events that are no EC2 scheduled change) and launch transitions:
+  acknowledged (deleted) with a log line.
 - A body that cannot be read: left on the queue (not deleted), so the queue's redrive policy
   moves it to the dead-letter queue after its ``maxReceiveCount``; the log line says why.
 
@@ -121,8 +123,8 @@ class Interruptions:
                     Disposition.LEAVE,
                     f"refused: {event}; left on the queue for its dead-letter queue",
                 )
-            case interruptions.TestNotification(group=group):
-                return Verdict(Disposition.DELETE, f"test notification of group {group} acked")
+            case interruptions.Informational(what=what):
+                return Verdict(Disposition.DELETE, f"{what}: informational, acknowledged")
             case interruptions.LifecycleAction():
                 return await self._lifecycle(event)
             case interruptions.SpotInterruption():

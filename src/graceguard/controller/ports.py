@@ -258,6 +258,8 @@ class QueueMessage:
     """The receipt handle: deleting or extending the message names it."""
     receive_count: int
     """``ApproximateReceiveCount``: past the queue's ``maxReceiveCount`` it goes to the DLQ."""
+    sent: dt.datetime | None = None
+    """``SentTimestamp``: when SQS received it (the time of a spot warning AWS sent with none)."""
 
 
 class Queue(Protocol):

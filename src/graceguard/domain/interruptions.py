@@ -74,10 +74,14 @@ class LifecycleAction:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class TestNotification:
-    """``autoscaling:TEST_NOTIFICATION``, sent when a hook's target is set: acknowledged."""
+class Informational:
+    """A message that asks nothing of graceguard: acknowledged (deleted) with a log line, never
+    left for the dead-letter queue. The test notification sent when a hook's target is set,
+    Auto Scaling's launch and terminate notifications (no lifecycle hook holds those), and AWS
+    Health events that are no EC2 scheduled change."""
 
-    group: str
+    what: str
+    """One line for the log: which message this was."""
     at: dt.datetime
 
 
@@ -129,7 +133,7 @@ class ScheduledChange:
 
 Interruption = (
     LifecycleAction
-    | TestNotification
+    | Informational
     | SpotInterruption
     | RebalanceRecommendation
     | StateChange

@@ -7,14 +7,25 @@ The shapes are AWS's documented ones:
   ``Destination``, ``Service: AWS Auto Scaling``, ``Time``, ``LifecycleTransition``,
   ``LifecycleActionToken``, ``EC2InstanceId``, ``LifecycleHookName``, ``AutoScalingGroupName``,
   and ``RequestId``: the scaling activity's id, kept when it reads as one, as a hint only),
-  and the ``autoscaling:TEST_NOTIFICATION`` (``Event``) sent when the target is set;
+  the ``autoscaling:TEST_NOTIFICATION`` (``Event``) sent when the target is set, and the group's
+  own launch and terminate notifications (``Event: autoscaling:EC2_INSTANCE_LAUNCH`` ...);
 - EventBridge events (``version``, ``id``, ``detail-type``, ``source``, ``time``, ``resources``,
   ``detail``): ``EC2 Instance-terminate Lifecycle Action`` and ``EC2 Instance-launch Lifecycle
-  Action`` (``aws.autoscaling``), ``EC2 Spot Instance Interruption Warning``, ``EC2 Instance
-  Rebalance Recommendation``, ``EC2 Instance State-change Notification`` (``aws.ec2``), and
-  ``AWS Health Event`` (``aws.health``) of category ``scheduledChange`` for EC2 instances;
+  Action`` (``aws.autoscaling``; a test notification in that shape too), Auto Scaling's ``EC2
+  Instance Launch/Terminate Successful/Unsuccessful``, ``EC2 Spot Instance Interruption
+  Warning``, ``EC2 Instance Rebalance Recommendation``, ``EC2 Instance State-change
+  Notification`` (``aws.ec2``), and ``AWS Health Event`` (``aws.health``);
 - any of those wrapped by SNS (``Type: Notification``, ``Message``), for a queue subscribed to a
   topic.
+
+Read as their senders write them, not only as one example prints them: an instance ARN in
+``resources`` names a region or an availability zone, with an account or none
+(``arn:aws:ec2:us-east-2a:instance/i-...`` is AWS's own documentation example); a spot warning or
+rebalance recommendation whose ``time`` is empty or missing is taken at the time SQS received it,
+as the reference consumer acts on it at receive time. Strict where a wrong reading would act on
+the wrong instance: the ARN must name the instance the detail names. Messages that ask nothing of
+graceguard (test notifications, launch and terminate notifications, AWS Health events that are no
+EC2 scheduled change) are ``Informational``: acknowledged, never dead-lettered.
 """
 
 from __future__ import annotations
@@ -48,9 +59,40 @@ EC2_TYPES = (
     "EC2 Instance Rebalance Recommendation",
     "EC2 Instance State-change Notification",
 )
+UNTIMED_TYPES = EC2_TYPES[:2]
+"""A spot warning or rebalance recommendation with an empty ``time`` is taken at receive time."""
 HEALTH_TYPE = "AWS Health Event"
-INSTANCE_ARN = re.compile(r"^arn:aws[a-z-]*:ec2:[a-z0-9-]+:[0-9]*:instance/(i-[0-9a-f]+)$")
-KNOWN_TYPES = (*LIFECYCLE_TYPES, *EC2_TYPES, HEALTH_TYPE)
+SCALING_TYPES = (
+    "EC2 Instance Launch Successful",
+    "EC2 Instance Launch Unsuccessful",
+    "EC2 Instance Terminate Successful",
+    "EC2 Instance Terminate Unsuccessful",
+    "EC2 Instance Detach Successful",
+    "EC2 Instance Detach Unsuccessful",
+    "EC2 Auto Scaling Instance Refresh Checkpoint Reached",
+    "EC2 Auto Scaling Instance Refresh Started",
+    "EC2 Auto Scaling Instance Refresh Succeeded",
+    "EC2 Auto Scaling Instance Refresh Failed",
+    "EC2 Auto Scaling Instance Refresh Cancelled",
+    "EC2 Auto Scaling Instance Refresh Rollback Started",
+    "EC2 Auto Scaling Instance Refresh Rollback Succeeded",
+    "EC2 Auto Scaling Instance Refresh Rollback Failed",
+    "EC2 Auto Scaling Instance Refresh Started Baking",
+)
+"""The rest of what Auto Scaling sends EventBridge (its event reference): a launch, termination
+or detach that has happened, an instance refresh's progress. A rule on ``source:
+aws.autoscaling`` forwards them all; none asks anything of graceguard (a termination that a
+hook holds comes as a lifecycle action): informational."""
+SCALING_EVENTS = (
+    "autoscaling:EC2_INSTANCE_LAUNCH",
+    "autoscaling:EC2_INSTANCE_LAUNCH_ERROR",
+    "autoscaling:EC2_INSTANCE_TERMINATE",
+    "autoscaling:EC2_INSTANCE_TERMINATE_ERROR",
+)
+"""The same, as a group's notification configuration sends them (``Event``): informational."""
+INSTANCE_ARN = re.compile(r"^arn:aws[a-z-]*:ec2:[a-z0-9-]*(?::[0-9]*)?:instance/(i-[0-9a-f]+)$")
+"""An instance ARN with a region or a zone, and an account, an empty one, or none at all."""
+KNOWN_TYPES = (*LIFECYCLE_TYPES, *EC2_TYPES, HEALTH_TYPE, *SCALING_TYPES)
 
 
 class _Bad(Exception):  # noqa: N818 - internal: becomes an Unreadable value
@@ -60,8 +102,12 @@ class _Bad(Exception):  # noqa: N818 - internal: becomes an Unreadable value
         self.reason = reason
 
 
-def parse(body: str | bytes) -> intr.Interruption | intr.Unreadable:
-    """The interruption a message body holds, or why it holds none."""
+def parse(
+    body: str | bytes, *, received: dt.datetime | None = None
+) -> intr.Interruption | intr.Unreadable:
+    """The interruption a message body holds, or why it holds none. ``received``: when SQS
+    received the message (its ``SentTimestamp``), the time of a spot warning or rebalance
+    recommendation that carries none."""
     size = len(body.encode() if isinstance(body, str) else body)
     if size > MAX_BODY_BYTES:
         return intr.Unreadable(
@@ -77,12 +123,12 @@ def parse(body: str | bytes) -> intr.Interruption | intr.Unreadable:
     except RecursionError:
         return intr.Unreadable("<body>", "JSON nested too deeply")
     try:
-        return _document(doc, wrapped=False)
+        return _document(doc, wrapped=False, received=received)
     except _Bad as bad:
         return intr.Unreadable(bad.field, bad.reason)
 
 
-def _document(doc: object, *, wrapped: bool) -> intr.Interruption:
+def _document(doc: object, *, wrapped: bool, received: dt.datetime | None) -> intr.Interruption:
     if not isinstance(doc, Mapping):
         raise _Bad("<body>", f"expected a JSON object, got {type(doc).__name__}")
     if doc.get("Type") == "Notification" and "Message" in doc and not wrapped:
@@ -91,14 +137,11 @@ def _document(doc: object, *, wrapped: bool) -> intr.Interruption:
             inner = json.loads(message)
         except json.JSONDecodeError as err:
             raise _Bad("Message", f"the SNS message is not JSON: {err.msg}") from None
-        return _document(inner, wrapped=True)
+        return _document(inner, wrapped=True, received=received)
     if "detail-type" in doc:
-        return _eventbridge(doc)
-    if doc.get("Event") == TEST:
-        return intr.TestNotification(
-            group=_text(doc, "AutoScalingGroupName", "AutoScalingGroupName"),
-            at=_time(doc, "Time", "Time"),
-        )
+        return _eventbridge(doc, received=received)
+    if doc.get("Event") in (TEST, *SCALING_EVENTS):
+        return _notification(doc, here="", at=_time(doc, "Time", "Time"))
     if "LifecycleTransition" in doc:
         return _lifecycle(doc, here="", form=intr.Form.DIRECT, at=_time(doc, "Time", "Time"))
     if "Event" in doc:
@@ -134,6 +177,17 @@ def _lifecycle(
     )
 
 
+def _notification(doc: Mapping[str, Any], *, here: str, at: dt.datetime) -> intr.Informational:
+    """A test notification, or a group's launch or terminate notification: nothing to hold."""
+    event = doc.get("Event") or doc.get("LifecycleTransition")
+    group = _text(doc, "AutoScalingGroupName", f"{here}AutoScalingGroupName")
+    if event == TEST:
+        return intr.Informational(what=f"test notification of group {group}", at=at)
+    instance = doc.get("EC2InstanceId")
+    of = f" of {instance}" if isinstance(instance, str) and instance else ""
+    return intr.Informational(what=f"{event}{of} in group {group}", at=at)
+
+
 def _activity(doc: Mapping[str, Any]) -> str | None:
     """The notification's ``RequestId``: only a hint to the cause (without it the activity is
     looked up by instance), so one that is no activity id is dropped, not refused."""
@@ -141,27 +195,42 @@ def _activity(doc: Mapping[str, Any]) -> str | None:
     return value if isinstance(value, str) and ACTIVITY_ID.fullmatch(value) else None
 
 
-def _eventbridge(doc: Mapping[str, Any]) -> intr.Interruption:
+def _eventbridge(doc: Mapping[str, Any], *, received: dt.datetime | None) -> intr.Interruption:
     kind = _text(doc, "detail-type", "detail-type")
     if kind not in KNOWN_TYPES:
         raise _Bad("detail-type", f"unknown event {kind!r}; known: {', '.join(KNOWN_TYPES)}")
-    at = _time(doc, "time", "time")
     detail = doc.get("detail")
     if not isinstance(detail, Mapping):
         raise _Bad("detail", "required: an object")
-    if kind in LIFECYCLE_TYPES:
-        _source(doc, "aws.autoscaling")
-        action = _lifecycle(detail, here="detail.", form=intr.Form.EVENTBRIDGE, at=at)
-        if action.transition != LIFECYCLE_TYPES[kind]:
-            raise _Bad(
-                "detail.LifecycleTransition",
-                f"{action.transition} in an event of type {kind!r}",
-            )
-        return action
+    if kind in UNTIMED_TYPES and not doc.get("time") and received is not None:
+        at = received  # AWS left the time out: the reference consumer acts at receive time
+    else:
+        at = _time(doc, "time", "time")
     if kind == HEALTH_TYPE:
         _source(doc, "aws.health")
         return _health(detail, at)
-    _source(doc, "aws.ec2")
+    if kind in EC2_TYPES:
+        _source(doc, "aws.ec2")
+        return _ec2(doc, kind, detail, at)
+    _source(doc, "aws.autoscaling")
+    if kind in SCALING_TYPES:
+        group = detail.get("AutoScalingGroupName")
+        named = f" in group {group}" if isinstance(group, str) and group else ""
+        return intr.Informational(what=f"{kind}{named}", at=at)
+    if TEST in (detail.get("Event"), detail.get("LifecycleTransition")):
+        return _notification(detail, here="detail.", at=at)
+    action = _lifecycle(detail, here="detail.", form=intr.Form.EVENTBRIDGE, at=at)
+    if action.transition != LIFECYCLE_TYPES[kind]:
+        raise _Bad(
+            "detail.LifecycleTransition",
+            f"{action.transition} in an event of type {kind!r}",
+        )
+    return action
+
+
+def _ec2(
+    doc: Mapping[str, Any], kind: str, detail: Mapping[str, Any], at: dt.datetime
+) -> intr.SpotInterruption | intr.RebalanceRecommendation | intr.StateChange:
     instance = _instance(detail, "instance-id", "detail.instance-id")
     _resources_name(doc, instance)
     if kind == "EC2 Spot Instance Interruption Warning":
@@ -179,13 +248,17 @@ def _eventbridge(doc: Mapping[str, Any]) -> intr.Interruption:
     )
 
 
-def _health(detail: Mapping[str, Any], at: dt.datetime) -> intr.ScheduledChange:
+def _health(
+    detail: Mapping[str, Any], at: dt.datetime
+) -> intr.ScheduledChange | intr.Informational:
+    """An EC2 scheduled change names the instances it stops, reboots or retires; any other
+    Health event (an ``issue``, an ``accountNotification``, another service's) asks nothing."""
     service = _text(detail, "service", "detail.service")
-    if service != "EC2":
-        raise _Bad("detail.service", f"expected EC2, got {service!r}")
     category = _text(detail, "eventTypeCategory", "detail.eventTypeCategory")
-    if category != "scheduledChange":
-        raise _Bad("detail.eventTypeCategory", f"expected scheduledChange, got {category!r}")
+    if service != "EC2" or category != "scheduledChange":
+        code = detail.get("eventTypeCode")
+        named = f" {code}" if isinstance(code, str) and code else ""
+        return intr.Informational(what=f"AWS Health {service} {category} event{named}", at=at)
     entities = detail.get("affectedEntities")
     if not isinstance(entities, list) or not entities:
         raise _Bad("detail.affectedEntities", "required: a non-empty list")

@@ -1,9 +1,10 @@
 """``controller.ports.Queue`` on SQS (boto3): long-polling receives of up to 10 messages, with
-their ``ApproximateReceiveCount``; deletes; visibility changes. Calls run in ``AwsCalls``'s
-pool."""
+their ``ApproximateReceiveCount`` and ``SentTimestamp``; deletes; visibility changes. Calls run
+in ``AwsCalls``'s pool."""
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Sequence
 from typing import Any
 
@@ -26,17 +27,19 @@ class SqsQueue:
             MaxNumberOfMessages=max_messages,
             WaitTimeSeconds=wait_seconds,
             VisibilityTimeout=visibility_seconds,
-            MessageSystemAttributeNames=["ApproximateReceiveCount"],
+            MessageSystemAttributeNames=["ApproximateReceiveCount", "SentTimestamp"],
         )
         found = []
         for m in answer.get("Messages", []):
-            count = m.get("Attributes", {}).get("ApproximateReceiveCount", "1")
+            attributes = m.get("Attributes", {})
+            count = attributes.get("ApproximateReceiveCount", "1")
             found.append(
                 ports.QueueMessage(
                     id=str(m.get("MessageId", "")),
                     body=str(m.get("Body", "")),
                     receipt=str(m["ReceiptHandle"]),
                     receive_count=int(count) if str(count).isdigit() else 1,
+                    sent=_epoch_millis(attributes.get("SentTimestamp")),
                 )
             )
         return found
@@ -51,3 +54,9 @@ class SqsQueue:
             ReceiptHandle=receipt,
             VisibilityTimeout=seconds,
         )
+
+
+def _epoch_millis(value: object) -> dt.datetime | None:
+    """SQS's ``SentTimestamp``: milliseconds since the epoch, as a string; ``None`` if absent."""
+    text = str(value) if value is not None else ""
+    return dt.datetime.fromtimestamp(int(text) / 1000, dt.UTC) if text.isdigit() else None
