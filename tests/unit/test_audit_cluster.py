@@ -286,7 +286,7 @@ def test_hand_set_safe_to_evict_but_not_graceguards_projection() -> None:
         (ann.MIN_RUNTIME, "ten minutes", "expected a duration"),
         (ann.MIN_RUNTIME, "-5m", "negative"),
         (ann.PROTECT, "yes", 'expected "true" or "false"'),
-        (ann.CA_SAFE_TO_EVICT, "maybe", 'expected "true" or "false"'),
+        (ann.CA_SAFE_TO_EVICT, "maybe", 'expected "true", "false" or "on-completion"'),
         (ann.BUSY, "\x00", 'expected "true" or "false"'),
     ],
 )

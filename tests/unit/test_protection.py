@@ -60,6 +60,7 @@ def test_unrelated_annotations_are_ignored() -> None:
         (ann.PROTECT, "True"),
         (ann.PROTECT, " TRUE "),
         (ann.CA_SAFE_TO_EVICT, "false"),
+        (ann.CA_SAFE_TO_EVICT, "on-completion"),
         (ann.KARPENTER_DO_NOT_DISRUPT, "true"),
     ],
 )
@@ -78,6 +79,7 @@ def test_protect_until_completion_and_equivalents(name: str, value: str) -> None
     [
         (ann.PROTECT, "true"),
         (ann.CA_SAFE_TO_EVICT, "false"),
+        (ann.CA_SAFE_TO_EVICT, "on-completion"),
         (ann.KARPENTER_DO_NOT_DISRUPT, "true"),
         (ann.BUSY, "true"),
     ],
@@ -117,7 +119,11 @@ def test_flags_that_are_not_booleans_warn_and_are_ignored(name: str, value: str)
     assert p.protected_until is None
     (warning,) = p.warnings
     assert (warning.annotation, warning.value) == (name, value)
-    assert warning.problem == 'expected "true" or "false"; ignored'
+    expected = {
+        ann.PROTECT: 'expected "true" or "false"; ignored',
+        ann.CA_SAFE_TO_EVICT: 'expected "true", "false" or "on-completion"; ignored',
+    }
+    assert warning.problem == expected[name]
 
 
 # --- row 2: minimum running time from status.startTime -------------------------------------------

@@ -13,6 +13,9 @@ MIN_AVAILABLE = "graceguard.io/min-available"
 
 # Equivalents other tools already define.
 CA_SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"
+CA_ON_COMPLETION = "on-completion"
+"""``safe-to-evict``'s third value (cluster-autoscaler 1.36): never evicted, waited for until it
+completes; read as protection until completion."""
 KARPENTER_DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
 ACS_ENSURE_RUNNING = "alibabacloud.com/ensure-running-duration"
 

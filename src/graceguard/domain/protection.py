@@ -131,6 +131,27 @@ def relevant_items(annotations: Mapping[str, str]) -> tuple[tuple[str, str], ...
     return items
 
 
+def _flag(
+    values: dict[str, str],
+    name: str,
+    *,
+    protects: tuple[str, ...],
+    warnings: list[AnnotationWarning],
+) -> bool:
+    """Whether a flag annotation protects; a value that is no flag's is warned and ignored."""
+    raw = values.get(name)
+    if raw is None:
+        return False
+    norm = raw.strip().lower()
+    if norm in protects:
+        return True
+    if norm not in ("true", "false"):
+        expected = ", ".join(f'"{v}"' for v in ("true", "false", *protects[1:]))
+        expected = " or ".join(expected.rsplit(", ", 1))
+        warnings.append(AnnotationWarning(name, raw, f"expected {expected}; ignored"))
+    return False
+
+
 def read_protection_spec(  # noqa: C901, PLR0912 - one step per row of DESIGN.md's annotation table
     items: tuple[tuple[str, str], ...], limits: Limits
 ) -> ProtectionSpec:
@@ -140,22 +161,12 @@ def read_protection_spec(  # noqa: C901, PLR0912 - one step per row of DESIGN.md
     values = dict(items)
     until_completion: list[Offset] = []
 
-    def flag(name: str, *, protects: str) -> bool:
-        raw = values.get(name)
-        if raw is None:
-            return False
-        norm = raw.strip().lower()
-        if norm == protects:
-            return True
-        if norm not in ("true", "false"):
-            warnings.append(AnnotationWarning(name, raw, 'expected "true" or "false"; ignored'))
-        return False
-
     for name, protects in (
-        (ann.PROTECT, "true"),
-        (ann.CA_SAFE_TO_EVICT, "false"),
+        (ann.PROTECT, ("true",)),
+        # cluster-autoscaler 1.36 waits for an "on-completion" pod to finish instead of evicting it.
+        (ann.CA_SAFE_TO_EVICT, ("false", ann.CA_ON_COMPLETION)),
     ):
-        if flag(name, protects=protects):
+        if _flag(values, name, protects=protects, warnings=warnings):
             until_completion.append(Offset(Rule.PROTECT, name, values[name], limits.max_protection))
 
     karpenter = values.get(ann.KARPENTER_DO_NOT_DISRUPT)

@@ -109,8 +109,8 @@ class ClusterAutoscaler(Actor):
 
     def _pod_blocker(self, pod: SimPod) -> str | None:
         safe = pod.annotations.get(ann.CA_SAFE_TO_EVICT)
-        if safe == "false":
-            return f"{pod.name} has {ann.CA_SAFE_TO_EVICT}: false"
+        if safe in ("false", ann.CA_ON_COMPLETION):
+            return f"{pod.name} has {ann.CA_SAFE_TO_EVICT}: {safe}"
         if safe == "true":
             return None
         if pod.spec.owner is None:
