@@ -21,8 +21,9 @@ from graceguard.controller import executor, ports
 from graceguard.domain import cluster, disruption
 from graceguard.engine import actions as act
 from graceguard.sim.cluster import SimCluster
+from graceguard.sim.requests import OpenRequest
 from graceguard.sim.scenario import read_scenario
-from graceguard.sim.world import Mode, OpenRequest, World
+from graceguard.sim.world import Mode, World
 
 from .snapshot_cluster import SnapshotCluster
 
@@ -115,7 +116,7 @@ def _sim() -> tuple[World, SimCluster]:
         ID, "n1", "node-shutdown", disruption.DisruptionClass.IMMINENT, NOW
     )
     released: list[dt.datetime] = []
-    world.open_request(OpenRequest(request, on_release=released.append), NOW)
+    world.requests.open(OpenRequest(request, on_release=released.append), NOW)
     return world, SimCluster(world)
 
 

@@ -19,7 +19,9 @@ from graceguard.domain import cluster, disruption, policy
 from graceguard.engine import admission
 from graceguard.sim.eventloop import EventLoop
 from graceguard.sim.pods import SimPod
-from graceguard.sim.world import OpenRequest, Refusal, World
+from graceguard.sim.ports import Refusal
+from graceguard.sim.requests import OpenRequest
+from graceguard.sim.world import World
 from graceguard.webhook.service import AdmissionService, Answer
 
 
@@ -37,7 +39,7 @@ class SimAdmission:
 
     def pod(self, namespace: str, name: str) -> cluster.Pod | None:
         found = self._world.pod(f"{namespace}/{name}")
-        return None if found is None else self._world.kube_pod(found)
+        return None if found is None else self._world.api.kube_pod(found)
 
     async def fetch_pod(self, namespace: str, name: str) -> cluster.Pod | None:
         return self.pod(namespace, name)
@@ -46,7 +48,7 @@ class SimAdmission:
         """Rebuilt whenever a pod started, stopped or ended since the last build."""
         world = self._world
         if self._facts is None or self._facts[0] != world.generation:
-            snap = world.snapshot(world.now)
+            snap = world.api.snapshot(world.now)
             built = admission.FactsBuilder(
                 workloads=snap.workloads, budgets=snap.budgets, owners={}, pol=self._policy
             ).build(snap.pods)
@@ -60,7 +62,7 @@ class SimAdmission:
         found = self._world.nodes.get(name)
         if found is None or found.end is not None:
             return None
-        return self._world.kube_node(found)
+        return self._world.api.kube_node(found)
 
     def open_disruptions(self, node: str) -> list[disruption.DisruptionRequest]:
         return [r.request for r in self._world.requests.values() if r.request.node == node]
@@ -70,7 +72,7 @@ class SimAdmission:
         up and comes back), so its release only marks the timeline."""
         if request.id in self._world.requests:
             return False
-        self._world.open_request(OpenRequest(request, _no_release), self._world.now)
+        self._world.requests.open(OpenRequest(request, _no_release), self._world.now)
         return True
 
 
@@ -107,7 +109,7 @@ def eviction_review(*, pod: cluster.Pod, username: str, grace_seconds: int | Non
 
 
 class SimWebhook:
-    """``World.Webhook``: each eviction an actor asks for, reviewed by the real service."""
+    """``sim.ports.Webhook``: each eviction an actor asks for, reviewed by the real service."""
 
     def __init__(self, world: World, service: AdmissionService, loop: EventLoop) -> None:
         self._world = world
@@ -116,7 +118,7 @@ class SimWebhook:
 
     def __call__(self, pod: SimPod, *, username: str, grace_seconds: int) -> Refusal | None:
         body = eviction_review(
-            pod=self._world.kube_pod(pod), username=username, grace_seconds=grace_seconds
+            pod=self._world.api.kube_pod(pod), username=username, grace_seconds=grace_seconds
         )
         answer = self._loop.run(self._review(body))
         verdict = answer.verdict

@@ -4,7 +4,7 @@ into the simulated world, so that the simulator runs the real executor (``contro
 ``SimCluster`` implements ``controller.ports.ClusterWriter`` and ``HoldKeeper`` the way the API
 server and the sources answer: a notice lands as the ``eviction-at`` / ``eviction-reason``
 annotations and the pod's notice stage (the ``PodEviction`` condition's reason); an eviction goes
-through the simulated Eviction API (``World.eviction_api``: budgets checked, 429 otherwise) and
+through the simulated Eviction API (``api.ApiServer.evict``: budgets checked, 429 otherwise) and
 starts the pod's grace period; a deletion starts it regardless; a cordon makes the node
 unschedulable; a completed disruption lets its source go on; a heartbeat restarts a hold's
 timeout. Every event is kept (``events``) and the ones people see on the timeline become marks.
@@ -122,7 +122,7 @@ class SimCluster:
         found = self._pod(pod)
         if found is None:
             return ports.EvictionResult.GONE, f"pods {pod.name!r} not found"
-        refusal = self.world.eviction_api(
+        refusal = self.world.api.evict(
             found, self.world.now, grace_seconds, by=GRACEGUARD, username=None
         )
         if refusal is not None:
@@ -141,7 +141,7 @@ class SimCluster:
         return True
 
     async def cordon(self, *, node: str) -> None:
-        if self.world.cordon(node, self.world.now, GRACEGUARD):
+        if self.world.fleet.cordon(node, self.world.now, GRACEGUARD):
             self.changes += 1
 
     async def hold_node(self, *, node: str, request_id: str | None) -> None:
@@ -164,7 +164,7 @@ class SimCluster:
             return ports.StatusWrite.GONE
         if _finished(found.request):
             return ports.StatusWrite.CHANGED
-        if self.world.release(request_id, at, "drained"):
+        if self.world.requests.release(request_id, at, "drained"):
             self.changes += 1
         return ports.StatusWrite.WRITTEN
 
@@ -195,10 +195,12 @@ class SimCluster:
     async def heartbeat(self, *, request_id: str, node: str) -> None:
         # Nothing in the cluster changes: like the real controller, the engine is not called
         # again for it; its next_wakeup must cover the next heartbeat.
-        self.world.heartbeat(request_id, self.world.now)
+        self.world.requests.heartbeat(request_id, self.world.now)
 
     async def release(self, *, request_id: str, node: str) -> None:
-        if self.world.release(request_id, self.world.now, "drained: CONTINUE the lifecycle action"):
+        if self.world.requests.release(
+            request_id, self.world.now, "drained: CONTINUE the lifecycle action"
+        ):
             self.changes += 1
 
 

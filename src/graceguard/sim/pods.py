@@ -86,7 +86,7 @@ class SimPod:
     end_cause: str = ""
     replaced: bool = False
     kube: cluster.Pod | None = None
-    """The API view of it, cached by ``World.kube_pod`` until it changes."""
+    """The API view of it, cached by ``api.ApiServer.kube_pod`` until it changes."""
 
     @property
     def namespace(self) -> str:

@@ -84,7 +84,7 @@ def install_graceguard(world: World, loop: EventLoop) -> Controller:
         failure_policy=service.FailurePolicy.FAIL,
         clock=lambda: world.now,
     )
-    world.webhook = SimWebhook(world, webhook, loop)
+    world.api.webhook = SimWebhook(world, webhook, loop)
     return Controller(world, pol, cluster=cluster, ledger=ledger, loop=loop)
 
 

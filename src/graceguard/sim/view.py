@@ -1,7 +1,7 @@
 """The simulated cluster as the reconcile round's view (``controller.ports.RoundView``): the world
 at the instant it was advanced to, as the controller's informers would show it.
 
-A simulated source forgets a request once graceguard completes it (``World.release``), so no
+A simulated source forgets a request once graceguard completes it (``RequestBook.release``), so no
 finished Disruption is kept for ``disruptionTTL`` and none is shown; a scenario's requests are
 built by its actors, never written wrong, so none is rejected. The simulated API answers at once:
 there are no versions to write over, and every write is seen as soon as it is made.
@@ -20,7 +20,7 @@ class SimView:
         self.world = world
 
     def snapshot(self) -> cluster.Snapshot:
-        return self.world.snapshot(self.world.now)
+        return self.world.api.snapshot(self.world.now)
 
     def requests(self) -> list[disruption.DisruptionRequest]:
         return [r.request for r in self.world.requests.values()]

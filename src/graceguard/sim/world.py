@@ -1,7 +1,10 @@
-"""The simulated cluster: nodes, pods and their work, terminations, open disruption requests.
+"""The simulated cluster: its clock, its pods (their work, terminations, replacements and where
+they run) and the marks on its timeline; the nodes (``fleet``), the open disruption requests
+(``requests``) and what the API server serves and its Eviction API (``api``) each in their own
+part, which the world holds.
 
-Mutable, and advanced by the runner one instant at a time; ``snapshot`` shows it to the engine the
-way the Kubernetes adapter would (pod annotations and notice stages carry graceguard's memory).
+Mutable, and advanced by the runner one instant at a time; ``api.snapshot`` shows it to the engine
+the way the Kubernetes adapter would (pod annotations and notice stages carry graceguard's memory).
 
 Controllers, kept simple: a pod stopped before its work is done, or a service stopped at all, is
 replaced by its controller (Deployment, ReplicaSet, StatefulSet, Job; not a bare pod nor a
@@ -15,23 +18,16 @@ breaks (the pod it uses ends while it still runs) is killed.
 from __future__ import annotations
 
 import bisect
-import dataclasses
 import datetime as dt
 import enum
-import operator
-from collections.abc import Callable
-from typing import Protocol
 
-from graceguard.domain import annotations as ann
-from graceguard.domain import budgets, cluster, disruption, times
+from graceguard.sim import api
 from graceguard.sim.duetimes import DueTimes
+from graceguard.sim.fleet import Fleet
 from graceguard.sim.marks import Mark, MarkKind
 from graceguard.sim.pods import End, SimNode, SimPod
+from graceguard.sim.requests import RequestBook
 from graceguard.sim.scenario import PodSpec, Scenario
-
-_SERVED = operator.attrgetter("kube")
-"""A running pod's API object (``World.snapshot`` builds the ones dropped first: a pod starts
-running through ``changed``)."""
 
 REPLACEMENT_DELAY = dt.timedelta(seconds=30)
 """From a pod's end (or its termination, for a Deployment's service) to its replacement running:
@@ -43,49 +39,20 @@ class Mode(enum.StrEnum):
     WITH = "with"
 
 
-@dataclasses.dataclass(eq=False, slots=True)
-class OpenRequest:
-    """A disruption request graceguard is working on, and what the source does at the end."""
-
-    request: disruption.DisruptionRequest
-    on_release: Callable[[dt.datetime], None]
-    """graceguard completed the drain (``CompleteHold`` / ``DrainComplete``)."""
-    on_expire: Callable[[dt.datetime], None] | None = None
-    """The hold ran out: its heartbeat timed out or it reached its cap."""
-
-    def hold_expires(self) -> dt.datetime | None:
-        hold = self.request.hold
-        if hold is None:
-            return None
-        return min(hold.cap, hold.last_heartbeat + hold.heartbeat_timeout)
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Refusal:
-    """An eviction the API answered with 429."""
-
-    message: str
-    retry_at: dt.datetime | None = None
-    """When the refusing rule stops holding the pod, when it says (a webhook's ``retry after``)."""
-
-
-class Webhook(Protocol):
-    def __call__(self, pod: SimPod, *, username: str, grace_seconds: int) -> Refusal | None:
-        """``None`` when the eviction is admitted, else why not."""
-
-
-PDB_REFUSAL = Refusal("Cannot evict pod as it would violate the pod's disruption budget.")
-
-
 class World:
     def __init__(self, scenario: Scenario, mode: Mode) -> None:
         self.scenario = scenario
         self.mode = mode
         self.start = scenario.start
-        self.nodes: dict[str, SimNode] = {}
+        self.marks: list[Mark] = []
+        self.fleet = Fleet(self.marks)
+        self.nodes = self.fleet.nodes
+        """The nodes by name (``fleet``'s)."""
+        self.requests = RequestBook(self.marks)
+        self.api = api.ApiServer(self)
         self._init_clock()
         for spec in scenario.nodes:
-            self.add_node(
+            self.fleet.add(
                 spec.name,
                 group=spec.group,
                 zone=spec.zone,
@@ -103,35 +70,12 @@ class World:
             self._track(p)
         self.current: dict[str, SimPod] = {}
         """Pod name -> the pod going by that name now (the latest one created)."""
-        self.requests: dict[str, OpenRequest] = {}
-        self.marks: list[Mark] = []
         self.now = scenario.start
         """The instant the world was last advanced to."""
-        self.webhook: Webhook | None = None
-        """The eviction webhook every eviction by someone else passes (with graceguard)."""
-        self.replicas = {
-            cluster.WorkloadRef(w.kind, w.namespace, w.name).key: w.replicas
-            for w in scenario.workloads
-        }
-        self._workloads = tuple(
-            cluster.Workload(
-                cluster.WorkloadRef(w.kind, w.namespace, w.name), w.replicas, dict(w.annotations)
-            )
-            for w in scenario.workloads
-        )
-        self._serial = 0
         self.generation = 0
         """Bumped whenever a pod starts, is asked to stop or ends (budgets depend on those)."""
-        self._budgets: tuple[int, tuple[cluster.PodDisruptionBudget, ...]] | None = None
         self._running: list[SimPod] | None = None
         """A copy of ``_running_now`` handed out until the running pods change."""
-        self._pods_version = 0
-        """Bumped whenever a pod's API object is dropped (``changed``, ``rewritten``)."""
-        self._dropped: list[SimPod] = []
-        """The pods whose API object was dropped since the last snapshot."""
-        self._api_pods: tuple[int, list[SimPod], tuple[cluster.Pod, ...]] | None = None
-        """The running pods as the API server serves them, as of (``_pods_version``, the
-        ``running_pods`` list then)."""
         self._active: list[SimPod] | None = None
         """The pods not ended yet (waiting to start or running)."""
         self._clients_of: list[SimPod] = [p for p in self.pods if p.spec.uses is not None]
@@ -139,26 +83,7 @@ class World:
 
     def _init_clock(self) -> None:
         """What the clock steps and placement keep up to date instead of looking at every pod
-        and node each step."""
-        self._node_order: dict[str, int] = {}
-        """Node name -> its place in ``nodes`` (the order the clock step ends nodes in)."""
-        self._node_starts: list[tuple[dt.datetime, int, SimNode]] = []
-        """Every node's launch, by time (the clock steps to launches still ahead)."""
-        self._node_ends: DueTimes[SimNode] = DueTimes()
-        """When nodes are scheduled to go (an entry stands while it is the node's ``ends_at``)."""
-        self._going: set[str] = set()
-        """Nodes scheduled to go, maybe gone since (``settled`` looks these up)."""
-        self._stuck: list[SimNode] = []
-        """Nodes past their ``ends_at`` that could not go yet (not launched): retried each step."""
-        self._node_version = 0
-        """Bumped whenever a node is added, cordoned, uncordoned or ends."""
-        self._alive: tuple[int, dt.datetime, dt.datetime | None, list[SimNode]] | None = None
-        """The live nodes, as of (version, from, until the next launch after it, nodes)."""
-        self._api_nodes: (
-            tuple[list[SimNode], list[dict[str, str]], tuple[cluster.Node, ...]] | None
-        ) = None
-        """The live nodes as the API server serves them, for (that list of live nodes, their
-        annotations then)."""
+        each step (the nodes' is ``fleet``'s)."""
         self._order: dict[SimPod, int] = {}
         """Pod -> its place in ``pods`` (creation order: the order the clock step takes pods in)."""
         self._pod_times: DueTimes[SimPod] = DueTimes()
@@ -177,70 +102,15 @@ class World:
         self._on_node: dict[str, list[SimPod]] = {}
         """Node name -> its running pods, in creation order (kept up to date)."""
 
-    # ---- nodes -------------------------------------------------------------------------------
-
-    def add_node(
-        self, name: str, *, group: str, zone: str, labels: dict[str, str], start: dt.datetime
-    ) -> SimNode:
-        labels = {
-            "topology.kubernetes.io/zone": zone,
-            "graceguard.io/node-group": group,
-            **labels,
-        }
-        node = SimNode(name, group, zone, labels, start)
-        self.nodes[name] = node
-        self._node_version += 1
-        self._node_order.setdefault(name, len(self._node_order))
-        bisect.insort(self._node_starts, (start, len(self._node_starts), node))
-        return node
+    # ---- nodes (``fleet``) ------------------------------------------------------------------
 
     def alive_nodes(self, now: dt.datetime) -> list[SimNode]:
-        return list(self._alive_nodes(now))
-
-    def _alive_nodes(self, now: dt.datetime) -> list[SimNode]:
-        """The live nodes at ``now``, in ``nodes`` order (the same list while no node is added,
-        cordoned, uncordoned or ends and none launches)."""
-        seen = self._alive
-        if (
-            seen is not None
-            and seen[0] == self._node_version
-            and seen[1] <= now
-            and (seen[2] is None or now < seen[2])
-        ):
-            return seen[3]
-        alive = [n for n in self.nodes.values() if n.alive(now)]
-        starts = self._node_starts
-        i = bisect.bisect_right(starts, now, key=lambda e: e[0])
-        self._alive = (self._node_version, now, starts[i][0] if i < len(starts) else None, alive)
-        return alive
-
-    def cordon(self, name: str, now: dt.datetime, by: str) -> bool:
-        node = self.nodes.get(name)
-        if node is None or node.cordoned or node.end is not None:
-            return False
-        node.cordoned = True
-        self._node_version += 1
-        self.mark(now, MarkKind.CORDON, name, text=by)
-        return True
-
-    def uncordon(self, name: str, now: dt.datetime, why: str) -> bool:
-        node = self.nodes.get(name)
-        if node is None or not node.cordoned or node.end is not None:
-            return False
-        node.cordoned = False
-        self._node_version += 1
-        self.mark(now, MarkKind.REQUEST, name, text=why)
-        return True
+        return list(self.fleet.alive(now))
 
     def end_node(self, name: str, now: dt.datetime, reason: str) -> bool:
         """The instance is gone: everything still on it dies with it."""
-        node = self.nodes.get(name)
-        if node is None or node.end is not None or node.start > now:
+        if self.fleet.end(name, now, reason) is None:
             return False
-        node.end, node.end_reason = now, reason
-        self._node_version += 1
-        self._going.discard(name)
-        self.mark(now, MarkKind.NODE_END, name, text=reason)
         gone = self.pods_on(name)
         for pod in gone:
             if pod.sigterm_at is None:
@@ -248,18 +118,8 @@ class World:
             self.kill(pod, now, f"node {name} went: {reason}", cascade=False)
         for pod in gone:
             self._break_clients(pod, now)
-        for rid in [rid for rid, r in self.requests.items() if r.request.node == name]:
-            del self.requests[rid]
+        self.requests.drop_node(name)
         return True
-
-    def schedule_node_end(self, name: str, at: dt.datetime, reason: str) -> None:
-        node = self.nodes.get(name)
-        if node is None or node.end is not None:
-            return
-        if node.ends_at is None or at < node.ends_at:
-            node.ends_at, node.ends_reason = at, reason
-            self._node_ends.add(at, node)
-            self._going.add(name)
 
     # ---- pods --------------------------------------------------------------------------------
 
@@ -281,16 +141,12 @@ class World:
 
     def changed(self, pod: SimPod) -> None:
         """A pod started, was asked to stop, ended, or got new annotations."""
-        pod.kube = None
         self.generation += 1
-        self._pods_version += 1
-        self._dropped.append(pod)
+        self.api.dropped(pod)
 
     def rewritten(self, pod: SimPod) -> None:
         """graceguard wrote to a pod (annotations, a condition): the API serves a new object."""
-        pod.kube = None
-        self._pods_version += 1
-        self._dropped.append(pod)
+        self.api.dropped(pod)
 
     def pod(self, key: str) -> SimPod | None:
         namespace, _, name = key.partition("/")
@@ -336,23 +192,6 @@ class World:
         ):
             self._replace(pod, now)
         return True
-
-    def eviction_api(
-        self, pod: SimPod, now: dt.datetime, grace: int, *, by: str, username: str | None
-    ) -> Refusal | None:
-        """An eviction through the Eviction API: the webhook (when installed, for ``username``;
-        ``None`` is graceguard itself, which it admits), then the pod's PodDisruptionBudgets, as
-        the API server checks them; the pod's grace period starts when both allow. Returns
-        ``None``, or why it was refused (429)."""
-        if self.webhook is not None and username is not None:
-            refusal = self.webhook(pod, username=username, grace_seconds=grace)
-            if refusal is not None:
-                return refusal
-        kube = self.kube_pod(pod)
-        if budgets.Allowances({}, {}).check(kube, self.budgets_for(kube), None) is not None:
-            return PDB_REFUSAL
-        self.sigterm(pod, now, grace, by=by, evicted=True)
-        return None
 
     def kill(self, pod: SimPod, now: dt.datetime, cause: str, *, cascade: bool = True) -> None:
         if not pod.running:
@@ -460,31 +299,13 @@ class World:
             if pod.grace_end is not None and pod.grace_end <= now:
                 self.kill(pod, now, f"grace period ran out ({pod.stopped_by})")
                 changed = True
-        ending = {n for at, n in self._node_ends.pop_due(now) if self._node_end_stands(at, n)}
-        ending.update(self._stuck)
-        self._stuck = []
-        for node in sorted(ending, key=lambda n: self._node_order[n.name]):
-            if (
-                self.nodes.get(node.name) is node
-                and node.end is None
-                and node.ends_at is not None
-                and node.ends_at <= now
-            ):
+        fleet = self.fleet
+        for node in fleet.ending(now):
+            if fleet.due(node, now):
                 changed = self.end_node(node.name, now, node.ends_reason) or changed
                 if node.end is None:
-                    self._stuck.append(node)
-        for rid, open_request in list(self.requests.items()):
-            expires = open_request.hold_expires()
-            if expires is not None and expires <= now and rid in self.requests:
-                del self.requests[rid]
-                self.mark(now, MarkKind.RELEASE, open_request.request.node, text="hold ran out")
-                if open_request.on_expire is not None:
-                    open_request.on_expire(now)
-                changed = True
-        return changed
-
-    def _node_end_stands(self, at: dt.datetime, node: SimNode) -> bool:
-        return self.nodes.get(node.name) is node and node.end is None and node.ends_at == at
+                    fleet.stuck(node)
+        return self.requests.expire(now) or changed
 
     def _clients(self, pod: SimPod) -> list[SimPod]:
         return [p for p in self._clients_of if p.running and p.uses == pod.name]
@@ -497,10 +318,10 @@ class World:
                 return False  # waits for its node to launch
             target = wanted
         else:
-            disrupted = {r.request.node for r in self.requests.values()}
+            disrupted = self.requests.nodes()
             choices = [
                 n
-                for n in self._alive_nodes(now)
+                for n in self.fleet.alive(now)
                 if not n.cordoned and n.ends_at is None and n.name not in disrupted
             ]
             if not choices:
@@ -544,160 +365,21 @@ class World:
     def next_time(self, now: dt.datetime) -> dt.datetime | None:
         """The next instant after ``now`` anything is due: a node's launch or end, a pod's
         creation, completion, exit or end of grace period, a hold running out."""
-        times: list[dt.datetime] = []
-        starts = self._node_starts
-        i = bisect.bisect_right(starts, now, key=lambda e: e[0])
-        while i < len(starts) and self.nodes.get(starts[i][2].name) is not starts[i][2]:
-            i += 1  # a node since replaced under its name
-        if i < len(starts):
-            times.append(starts[i][0])
+        times = self.fleet.next_time(now)
         for found in (
-            self._node_ends.next_after(now, self._node_end_stands),
             self._pod_times.next_after(now, lambda _, pod: pod.end is None),
+            self.requests.next_expiry(now),
         ):
             if found is not None:
                 times.append(found)
-        for r in self.requests.values():
-            expires = r.hold_expires()
-            if expires is not None and expires > now:
-                times.append(expires)
         return min(times) if times else None
 
     def settled(self, now: dt.datetime) -> bool:
         """Nothing in flight: no open request, no pod stopping or waiting to start, no node
         scheduled to go."""
-        if self.requests:
-            return False
-        going = (self.nodes[name] for name in self._going)
-        if any(n.end is None and n.ends_at is not None for n in going):
+        if self.requests or self.fleet.going():
             return False
         return self._pending == 0 and self._terminating == 0
-
-    # ---- requests ----------------------------------------------------------------------------
-
-    def new_request_id(self, source: str, node: str) -> str:
-        self._serial += 1
-        return f"{source}-{node}-{self._serial}"
-
-    def open_request(self, open_request: OpenRequest, now: dt.datetime) -> None:
-        r = open_request.request
-        self.requests[r.id] = open_request
-        text = f"{r.source} ({r.disruption_class.value})"
-        if r.hold is not None:
-            text += f", held by a lifecycle hook until {times.format_time(r.hold.cap)} at most"
-        elif r.deadline is not None:
-            text += f", the node goes at {times.format_time(r.deadline)}"
-        self.mark(now, MarkKind.REQUEST, r.node, text=text)
-
-    def heartbeat(self, request_id: str, now: dt.datetime) -> bool:
-        found = self.requests.get(request_id)
-        if found is None or found.request.hold is None:
-            return False
-        hold = dataclasses.replace(found.request.hold, last_heartbeat=now)
-        found.request = dataclasses.replace(found.request, hold=hold)
-        self.mark(now, MarkKind.HEARTBEAT, found.request.node, text="lifecycle hook heartbeat")
-        return True
-
-    def release(self, request_id: str, now: dt.datetime, why: str) -> bool:
-        found = self.requests.pop(request_id, None)
-        if found is None:
-            return False
-        self.mark(now, MarkKind.RELEASE, found.request.node, text=why)
-        found.on_release(now)
-        return True
-
-    # ---- the engine's view -------------------------------------------------------------------
-
-    def snapshot(self, now: dt.datetime) -> cluster.Snapshot:
-        alive = self._alive_nodes(now)
-        notes = [n.annotations for n in alive]  # written in place by graceguard's node holds
-        seen = self._api_nodes
-        if seen is None or seen[0] is not alive or seen[1] != notes:
-            api = tuple(self.kube_node(n) for n in alive)
-            seen = self._api_nodes = (alive, [dict(a) for a in notes], api)
-        nodes = seen[2]
-        running = self.running_pods()
-        pods = self._api_pods
-        if pods is None or pods[0] != self._pods_version or pods[1] is not running:
-            for pod in self._dropped:
-                if pod.running and pod.kube is None:
-                    self.kube_pod(pod)
-            self._dropped = []
-            served: tuple[cluster.Pod, ...] = tuple(map(_SERVED, running))
-            pods = self._api_pods = (self._pods_version, running, served)
-        return cluster.Snapshot(
-            nodes=nodes,
-            pods=pods[2],
-            budgets=self.budgets(),
-            workloads=self._workloads,
-        )
-
-    def kube_node(self, node: SimNode) -> cluster.Node:
-        """The node as the API server would serve it."""
-        return cluster.Node(
-            node.name,
-            labels=dict(node.labels),
-            unschedulable=node.cordoned,
-            scale_down_disabled=node.annotations.get(ann.CA_SCALE_DOWN_DISABLED) == "true",
-            held_for=node.annotations.get(ann.HELD_FOR),
-        )
-
-    def kube_pod(self, pod: SimPod) -> cluster.Pod:
-        """The pod as the API server would serve it (kept until the pod changes)."""
-        if pod.kube is not None:
-            return pod.kube
-        owner = pod.spec.owner
-        workload = (
-            cluster.WorkloadRef(owner.kind, pod.namespace, owner.name)
-            if owner is not None and owner.scalable
-            else None
-        )
-        pod.kube = cluster.Pod(
-            namespace=pod.namespace,
-            name=pod.name,
-            node=pod.node,
-            start_time=pod.started,
-            grace_seconds=pod.spec.grace,
-            priority=pod.spec.priority,
-            annotations=dict(pod.annotations),
-            labels=pod.spec.labels,
-            workload=workload,
-            deleting_since=pod.sigterm_at,
-            daemon=pod.daemon,
-            notice_stage=pod.notice_stage,
-        )
-        return pod.kube
-
-    def budgets_for(self, kube: cluster.Pod) -> list[cluster.PodDisruptionBudget]:
-        """The PodDisruptionBudgets that select ``kube``, with their current status."""
-        return [
-            b
-            for b in self.budgets()
-            if b.namespace == kube.namespace and b.selector.matches(kube.labels)
-        ]
-
-    def budgets(self) -> tuple[cluster.PodDisruptionBudget, ...]:
-        """The scenario's PDBs with the status the disruption controller would compute now
-        (recomputed only when a pod starts, stops or ends)."""
-        if self._budgets is not None and self._budgets[0] == self.generation:
-            return self._budgets[1]
-        out = []
-        live = [self.kube_pod(p) for p in self._running_now] if self.scenario.pdbs else []
-        for spec in self.scenario.pdbs:
-            pdb = cluster.PodDisruptionBudget(
-                namespace=spec.namespace,
-                name=spec.name,
-                selector=cluster.LabelSelector(match_labels=dict(spec.selector)),
-                min_available=spec.min_available,
-                max_unavailable=spec.max_unavailable,
-            )
-            selected = [
-                p for p in live if p.namespace == spec.namespace and pdb.selector.matches(p.labels)
-            ]
-            status = budgets.pdb_status(pdb, selected, desired_replicas=self.replicas)
-            out.append(dataclasses.replace(pdb, status=status))
-        self._budgets = (self.generation, tuple(out))
-        return self._budgets[1]
 
     def mark(
         self,

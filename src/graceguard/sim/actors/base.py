@@ -17,8 +17,9 @@ from collections.abc import Callable
 
 from graceguard.domain import disruption
 from graceguard.sim.kinds import Settings
+from graceguard.sim.requests import OpenRequest
 from graceguard.sim.scenario import ActorSpec, EventSpec
-from graceguard.sim.world import Mode, OpenRequest, World
+from graceguard.sim.world import Mode, World
 
 Step = Callable[[dt.datetime], None]
 
@@ -88,7 +89,7 @@ class Drain:
                     or changed
                 )
                 continue
-            refusal = world.eviction_api(pod, now, grace, by=self.source, username=self.username)
+            refusal = world.api.evict(pod, now, grace, by=self.source, username=self.username)
             if refusal is None:
                 changed = True
             elif refusal.retry_at is not None:
@@ -196,7 +197,7 @@ class Actor(abc.ABC):
     ) -> None:
         """Hand the disruption to graceguard."""
         request = disruption.DisruptionRequest(
-            id=self.world.new_request_id(source, node),
+            id=self.world.requests.new_id(source, node),
             node=node,
             source=source,
             disruption_class=klass,
@@ -205,7 +206,7 @@ class Actor(abc.ABC):
             hold=hold,
             scope=scope,
         )
-        self.world.open_request(OpenRequest(request, on_release, on_expire), now)
+        self.world.requests.open(OpenRequest(request, on_release, on_expire), now)
 
 
 def lifecycle_hook_hold(now: dt.datetime, heartbeat_timeout: dt.timedelta) -> disruption.Hold:

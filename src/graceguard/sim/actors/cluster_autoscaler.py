@@ -99,8 +99,8 @@ class ClusterAutoscaler(Actor):
             why = self._pod_blocker(pod)
             if why is not None:
                 return why
-            kube = self.world.kube_pod(pod)
-            covering = self.world.budgets_for(kube)
+            kube = self.world.api.kube_pod(pod)
+            covering = self.world.api.budgets_for(kube)
             refusal = allowances.check(kube, covering, None)
             if refusal is not None:
                 return f"{pod.name}: {refusal}"
@@ -124,7 +124,7 @@ class ClusterAutoscaler(Actor):
     def scale_down(self, node: str, now: dt.datetime) -> None:
         self.removing.add(node)
         self.world.mark(now, MarkKind.REQUEST, node, text=f"{SOURCE} scale-down")
-        self.world.cordon(node, now, f"{SOURCE} (ToBeDeleted taint)")
+        self.world.fleet.cordon(node, now, f"{SOURCE} (ToBeDeleted taint)")
         self.drains.append(
             Drain(
                 node=node,
@@ -146,5 +146,5 @@ class ClusterAutoscaler(Actor):
         if any(r.request.node == node for r in self.world.requests.values()):
             self.world.mark(now, MarkKind.REQUEST, node, text=f"{why}; graceguard's cordon stays")
         else:
-            self.world.uncordon(node, now, why)
+            self.world.fleet.uncordon(node, now, why)
         self.candidates[node] = None

@@ -32,7 +32,7 @@ class EksNodeGroup(AutoScalingGroup):
 
     def unguarded(self, node: str, source: str, now: dt.datetime) -> None:
         self.world.mark(now, MarkKind.REQUEST, node, text=f"{source}: EKS drains for 15 minutes")
-        self.world.cordon(node, now, source)
+        self.world.fleet.cordon(node, now, source)
         self.drains.append(
             Drain(
                 node=node,

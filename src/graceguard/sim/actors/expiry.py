@@ -60,7 +60,7 @@ class Expiry(Actor):
         if not self.world.nodes[event.node].alive(now):
             return
         self.world.mark(now, MarkKind.REQUEST, event.node, text="expired: instance released")
-        self.world.cordon(event.node, now, SOURCE)
+        self.world.fleet.cordon(event.node, now, SOURCE)
         self.drains.append(
             Drain(
                 node=event.node,

@@ -56,7 +56,7 @@ class NodeShutdown(Actor):
         if not self.guarded:
             self.world.mark(now, MarkKind.REQUEST, name, text="OS shutdown (PrepareForShutdown)")
         if kubelet:
-            self.world.cordon(name, now, "kubelet: node is shutting down")
+            self.world.fleet.cordon(name, now, "kubelet: node is shutting down")
             state.critical_at = now + (self.grace - self.critical)
             self._stop(name, now, critical=False, grace=self.grace - self.critical)
         if self.guarded:
@@ -69,7 +69,7 @@ class NodeShutdown(Actor):
                 scope=disruption.Scope.WHOLE_NODE,
                 on_release=lambda at: self._agent_done(name, at),
             )
-            self.world.schedule_node_end(name, now + self.agent_delay, "powered off")
+            self.world.fleet.schedule_end(name, now + self.agent_delay, "powered off")
         self._maybe_off(name, now)
 
     def _stop(self, node: str, now: dt.datetime, *, critical: bool, grace: dt.timedelta) -> bool:

@@ -29,7 +29,7 @@ class Spot(Actor):
         if not node.alive(now):
             return
         gone = now + NOTICE
-        self.world.schedule_node_end(event.node, gone, "spot instance reclaimed")
+        self.world.fleet.schedule_end(event.node, gone, "spot instance reclaimed")
         if self.guarded:
             self.request(
                 event.node,

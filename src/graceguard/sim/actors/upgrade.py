@@ -41,7 +41,7 @@ class Upgrade(Actor):
         self.upgrading.add(event.node)
         fresh = f"{event.node}-upgraded"
         if self.surge and fresh not in self.world.nodes:
-            self.world.add_node(
+            self.world.fleet.add(
                 fresh, group=node.group, zone=node.zone, labels=dict(node.labels), start=now
             )
         end = self.end_node(event.node, "upgraded: old node removed")
@@ -51,7 +51,7 @@ class Upgrade(Actor):
             )
             return
         self.world.mark(now, MarkKind.REQUEST, event.node, text="platform upgrade: drain")
-        self.world.cordon(event.node, now, SOURCE)
+        self.world.fleet.cordon(event.node, now, SOURCE)
         self.drains.append(
             Drain(
                 node=event.node,
