@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 
 from graceguard.controller import executor as ex
 from graceguard.controller import ports
-from graceguard.domain import cluster, disruption, policy, protection
+from graceguard.domain import cluster, disruption, policy
 from graceguard.engine import actions as act
 from graceguard.engine import projection, reconciler
 
@@ -57,9 +57,9 @@ class Shown:
     pol: policy.Policy
     snapshot: cluster.Snapshot
     """The view's snapshot, with the maintenance windows the executor saw each pod evicted in."""
-    requests: tuple[disruption.DisruptionRequest, ...]
-    finished: tuple[tuple[str, dt.datetime], ...]
-    rejected: tuple[disruption.Rejected, ...]
+    requests: Sequence[disruption.DisruptionRequest]
+    finished: Sequence[tuple[str, dt.datetime]]
+    rejected: Sequence[disruption.Rejected]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -88,6 +88,9 @@ class Round:
         self._executor = executor
         self._observe = observe
         self._reader: projection.ProtectionReader | None = None
+        self._read_for: policy.Policy | None = None
+        """The policy ``_reader`` was last checked against (a policy unchanged is the same
+        object: its limits need not be compared again)."""
 
     def show(self, *, now: dt.datetime, pol: policy.Policy) -> Shown:
         view = self._view
@@ -97,15 +100,19 @@ class Round:
             snapshot=dataclasses.replace(
                 view.snapshot(), window_evictions=dict(self._executor.window_evictions)
             ),
-            requests=tuple(view.requests()),
-            finished=tuple(view.finished()),
-            rejected=tuple(view.rejected()),
+            requests=view.requests(),
+            finished=view.finished(),
+            rejected=view.rejected(),
         )
 
-    def reader(self, limits: protection.Limits) -> projection.ProtectionReader:
-        """The protection reader for ``limits`` (kept while they stay: it caches what it read)."""
-        if self._reader is None or self._reader.limits != limits:
-            self._reader = projection.ProtectionReader(limits)
+    def reader(self, pol: policy.Policy) -> projection.ProtectionReader:
+        """The protection reader for ``pol``'s limits (kept while they stay: it caches what it
+        read)."""
+        if self._reader is None or (
+            pol is not self._read_for and self._reader.limits != pol.limits
+        ):
+            self._reader = projection.ProtectionReader(pol.limits)
+        self._read_for = pol
         return self._reader
 
     def plan(self, shown: Shown) -> reconciler.Reconciliation:
@@ -114,7 +121,7 @@ class Round:
             requests=shown.requests,
             pol=shown.pol,
             now=shown.now,
-            reader=self.reader(shown.pol.limits),
+            reader=self.reader(shown.pol),
             finished=shown.finished,
             rejected=shown.rejected,
         )

@@ -139,7 +139,7 @@ class Controller:
         lead = self.policy.notice_lead
         pod = self.world.pod(key)
         if pod is not None:
-            prot = self.round.reader(self.policy.limits).read(self.world.api.kube_pod(pod), now)
+            prot = self.round.reader(self.policy).read(self.world.api.kube_pod(pod), now)
             lead = prot.notice_lead
             if prot.active(now):
                 self.violations.append(
