@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-from collections.abc import Callable, Iterator, Mapping, ValuesView
+from collections.abc import Callable
 
 from graceguard.domain import disruption, times
 from graceguard.sim.marks import Mark, MarkKind
@@ -34,30 +34,18 @@ class OpenRequest:
         return min(hold.cap, hold.last_heartbeat + hold.heartbeat_timeout)
 
 
-class RequestBook(Mapping[str, OpenRequest]):
-    """The open requests by id (a read-only mapping), and the changes sources and graceguard
-    make to them."""
+class RequestBook(dict[str, OpenRequest]):
+    """The open requests by id, and the changes sources and graceguard make to them (through
+    these methods only; the rest of the simulator reads it as a ``dict``)."""
 
     def __init__(self, marks: list[Mark]) -> None:
-        self._open: dict[str, OpenRequest] = {}
+        super().__init__()
         self._marks = marks
         self._serial = 0
 
-    def __getitem__(self, request_id: str) -> OpenRequest:
-        return self._open[request_id]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._open)
-
-    def __len__(self) -> int:
-        return len(self._open)
-
-    def values(self) -> ValuesView[OpenRequest]:
-        return self._open.values()
-
     def nodes(self) -> set[str]:
         """The nodes an open request disrupts."""
-        return {r.request.node for r in self._open.values()}
+        return {r.request.node for r in self.values()}
 
     def new_id(self, source: str, node: str) -> str:
         self._serial += 1
@@ -65,7 +53,7 @@ class RequestBook(Mapping[str, OpenRequest]):
 
     def open(self, open_request: OpenRequest, now: dt.datetime) -> None:
         r = open_request.request
-        self._open[r.id] = open_request
+        self[r.id] = open_request
         text = f"{r.source} ({r.disruption_class.value})"
         if r.hold is not None:
             text += f", held by a lifecycle hook until {times.format_time(r.hold.cap)} at most"
@@ -74,7 +62,7 @@ class RequestBook(Mapping[str, OpenRequest]):
         self._mark(now, MarkKind.REQUEST, r.node, text)
 
     def heartbeat(self, request_id: str, now: dt.datetime) -> bool:
-        found = self._open.get(request_id)
+        found = self.get(request_id)
         if found is None or found.request.hold is None:
             return False
         hold = dataclasses.replace(found.request.hold, last_heartbeat=now)
@@ -84,7 +72,7 @@ class RequestBook(Mapping[str, OpenRequest]):
 
     def release(self, request_id: str, now: dt.datetime, why: str) -> bool:
         """graceguard is done with it: the source goes on."""
-        found = self._open.pop(request_id, None)
+        found = self.pop(request_id, None)
         if found is None:
             return False
         self._mark(now, MarkKind.RELEASE, found.request.node, why)
@@ -93,16 +81,16 @@ class RequestBook(Mapping[str, OpenRequest]):
 
     def drop_node(self, node: str) -> None:
         """The node is gone: its requests with it."""
-        for rid in [rid for rid, r in self._open.items() if r.request.node == node]:
-            del self._open[rid]
+        for rid in [rid for rid, r in self.items() if r.request.node == node]:
+            del self[rid]
 
     def expire(self, now: dt.datetime) -> bool:
         """The holds that ran out by ``now`` end (their sources told); True if any did."""
         changed = False
-        for rid, open_request in list(self._open.items()):
+        for rid, open_request in list(self.items()):
             expires = open_request.hold_expires()
-            if expires is not None and expires <= now and rid in self._open:
-                del self._open[rid]
+            if expires is not None and expires <= now and rid in self:
+                del self[rid]
                 self._mark(now, MarkKind.RELEASE, open_request.request.node, "hold ran out")
                 if open_request.on_expire is not None:
                     open_request.on_expire(now)
@@ -112,7 +100,7 @@ class RequestBook(Mapping[str, OpenRequest]):
     def next_expiry(self, now: dt.datetime) -> dt.datetime | None:
         """The next instant after ``now`` a hold runs out."""
         found: dt.datetime | None = None
-        for r in self._open.values():
+        for r in self.values():
             expires = r.hold_expires()
             if expires is not None and expires > now and (found is None or expires < found):
                 found = expires

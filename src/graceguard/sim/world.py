@@ -305,7 +305,9 @@ class World:
                 changed = self.end_node(node.name, now, node.ends_reason) or changed
                 if node.end is None:
                     fleet.stuck(node)
-        return self.requests.expire(now) or changed
+        if self.requests:
+            changed = self.requests.expire(now) or changed
+        return changed
 
     def _clients(self, pod: SimPod) -> list[SimPod]:
         return [p for p in self._clients_of if p.running and p.uses == pod.name]
