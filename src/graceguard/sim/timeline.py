@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 from graceguard.domain import durations
 from graceguard.sim import outcome
-from graceguard.sim.marks import MarkKind
+from graceguard.sim.marks import Mark, MarkKind
 from graceguard.sim.pods import End, SimPod
 from graceguard.sim.runner import Run, ScenarioRun
 
@@ -123,11 +123,12 @@ def view(result: ScenarioRun) -> tuple[dt.datetime, dt.datetime]:
     return start, end
 
 
-def _panel(run: Run, title: str, start: dt.datetime, end: dt.datetime) -> Panel:  # noqa: C901, PLR0912 - one branch per kind of mark drawn
+def _panel(run: Run, title: str, start: dt.datetime, end: dt.datetime) -> Panel:
+    """One run's panel: a row of lanes per node alive in [start, end], a bar per pod on its lane,
+    and the marks drawn on the pod's lane, else its node's first."""
     world = run.world
     rows: list[Row] = []
     bars: list[Bar] = []
-    points: list[Point] = []
     lane_of_pod: dict[str, int] = {}
     lane = 0
     for node in world.nodes.values():
@@ -137,20 +138,7 @@ def _panel(run: Run, title: str, start: dt.datetime, end: dt.datetime) -> Panel:
             (p for p in world.pods if p.node == node.name and p.started is not None),
             key=lambda p: (p.started or start, p.name),
         )
-        lanes_end: list[dt.datetime] = []
-        placed: list[tuple[SimPod, int]] = []
-        for pod in pods:
-            assert pod.started is not None
-            finish = pod.end or end
-            for i, free_at in enumerate(lanes_end):
-                if free_at <= pod.started:
-                    lanes_end[i] = finish
-                    placed.append((pod, i))
-                    break
-            else:
-                lanes_end.append(finish)
-                placed.append((pod, len(lanes_end) - 1))
-        count = max(1, len(lanes_end))
+        placed, count = _lanes(pods, end)
         rows.append(
             Row(
                 node=node.name,
@@ -183,18 +171,54 @@ def _panel(run: Run, title: str, start: dt.datetime, end: dt.datetime) -> Panel:
             )
         lane += count
     node_lane = {r.node: r.first_lane for r in rows}
-    shown = {
-        MarkKind.REQUEST: "request",
-        MarkKind.ANNOUNCED: "request",
-        MarkKind.PROPOSED: "proposed",
-        MarkKind.SCHEDULED: "scheduled",
-        MarkKind.EVICT: "evict",
-        MarkKind.SIGTERM: "evict",
-        MarkKind.HEARTBEAT: "heartbeat",
-        MarkKind.NODE_END: "node-end",
-    }
-    for mark in world.marks:
-        kind = shown.get(mark.kind)
+    points = _points(world.marks, start=start, lane_of_pod=lane_of_pod, node_lane=node_lane)
+    return Panel(title, tuple(rows), tuple(bars), points, max(lane, 1), start, end)
+
+
+def _lanes(pods: list[SimPod], end: dt.datetime) -> tuple[list[tuple[SimPod, int]], int]:
+    """Each pod (in start order) on the first lane free by its start, a new one when none is;
+    and how many lanes that takes (at least one)."""
+    lanes_end: list[dt.datetime] = []
+    placed: list[tuple[SimPod, int]] = []
+    for pod in pods:
+        assert pod.started is not None
+        finish = pod.end or end
+        for i, free_at in enumerate(lanes_end):
+            if free_at <= pod.started:
+                lanes_end[i] = finish
+                placed.append((pod, i))
+                break
+        else:
+            lanes_end.append(finish)
+            placed.append((pod, len(lanes_end) - 1))
+    return placed, max(1, len(lanes_end))
+
+
+_SHOWN = {
+    MarkKind.REQUEST: "request",
+    MarkKind.ANNOUNCED: "request",
+    MarkKind.PROPOSED: "proposed",
+    MarkKind.SCHEDULED: "scheduled",
+    MarkKind.EVICT: "evict",
+    MarkKind.SIGTERM: "evict",
+    MarkKind.HEARTBEAT: "heartbeat",
+    MarkKind.NODE_END: "node-end",
+}
+"""The marks drawn, by the kind of point each becomes."""
+
+
+def _points(
+    marks: list[Mark],
+    *,
+    start: dt.datetime,
+    lane_of_pod: dict[str, int],
+    node_lane: dict[str, int],
+) -> tuple[Point, ...]:
+    """The marks drawn from ``start`` on: each on its pod's lane, else its node's first lane
+    (a mark of neither drawn is left out)."""
+    points: list[Point] = []
+    for mark in marks:
+        kind = _SHOWN.get(mark.kind)
         if kind is None or mark.at < start:
             continue
         if mark.pod is not None and mark.pod in lane_of_pod:
@@ -205,7 +229,7 @@ def _panel(run: Run, title: str, start: dt.datetime, end: dt.datetime) -> Panel:
             continue
         who = mark.pod or mark.node or ""
         points.append(Point(mark.at, at_lane, kind, f"{mark.at:%H:%M:%S} {who}: {mark.text}"))
-    return Panel(title, tuple(rows), tuple(bars), tuple(points), max(lane, 1), start, end)
+    return tuple(points)
 
 
 def _pod_tip(pod: SimPod) -> str:
