@@ -19,12 +19,17 @@ from typing import Any
 import lightkube
 import pytest
 from lightkube import Client, KubeConfig
+from lightkube.models.core_v1 import Container, PodSpec
+from lightkube.models.meta_v1 import ObjectMeta
+from lightkube.resources.core_v1 import Pod
 
 import controlplane
 from graceguard.adapters.kube import disruptions as kube_disruptions
+from graceguard.adapters.kube import interruptions as kube_interruptions
 from graceguard.adapters.kube import node_agent, resources, view, writer
-from graceguard.controller import executor, ports
-from graceguard.domain import disruption
+from graceguard.controller import executor, holds, loop, ports
+from graceguard.domain import annotations as ann
+from graceguard.domain import disruption, interruptions
 from graceguard.engine import actions as act
 from graceguard.manifests import disruptions
 
@@ -179,3 +184,114 @@ def test_the_agents_cancel_leaves_a_done_disruption_done(
     assert seen["completed"] is ports.StatusWrite.WRITTEN
     assert seen["stored"].phase is disruption.Phase.DONE
     assert seen["stored"].completed_at is not None
+
+
+class _Hooks:
+    """EC2 Auto Scaling at its port (``controller.ports.Autoscaling``): the calls the hold keeper
+    makes, so the test sees which lifecycle action each one names. The narrowest seam: what is
+    under test is the Kubernetes side (the object as the API server stores it, read by the
+    controller's cache and the hold keeper); the AWS calls themselves are moto's in
+    tests/integration/test_aws_queue.py and tests/e2e/test_aws_story.py."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, interruptions.ActionRef]] = []
+
+    async def heartbeat_timeout(self, *, group: str, hook: str) -> dt.timedelta:
+        return dt.timedelta(minutes=5)
+
+    async def record_heartbeat(self, *, action: interruptions.ActionRef) -> None:
+        self.calls.append(("heartbeat", action))
+
+    async def complete(self, *, action: interruptions.ActionRef, result: str) -> None:
+        self.calls.append((f"complete {result}", action))
+
+
+class _Leading:
+    is_leader = True
+    changed = asyncio.Event()
+
+
+async def _hold_without_cap(kubeconfig: Any, kube: Client, node: str, pod: str) -> dict[str, Any]:
+    client = lightkube.AsyncClient(KubeConfig.from_file(kubeconfig), field_manager="gg-writes")
+    try:
+        now = dt.datetime.now(dt.UTC).replace(microsecond=0)
+        requested = now - dt.timedelta(minutes=10)
+        request = disruption.DisruptionRequest(
+            id=disruptions.request_name(source="asg-lifecycle", node=node, pod=None, at=requested),
+            node=node,
+            source="asg-lifecycle",
+            disruption_class=disruption.DisruptionClass.VOLUNTARY,
+            requested_at=requested,
+        )
+        doc = disruptions.object_for(request)
+        # spec.hold as a user (or an older graceguard) writes it: the CRD makes cap optional
+        doc["spec"]["hold"] = {
+            "provider": "aws-autoscaling",
+            "autoScalingGroup": "eks-batch",
+            "lifecycleHook": "graceguard",
+            "lifecycleActionToken": TOKEN,
+            "instanceId": "i-0123456789abcdef0",
+            "heartbeatTimeout": "5m",
+        }
+        kube.create(resources.Disruption.from_dict(doc))
+        cache = view.ClusterView(client)
+        await cache.load_once()
+        hooks = _Hooks()
+        ctl = loop.Controller(
+            view=cache,
+            leadership=_Leading(),
+            executor=executor.Executor(
+                cluster=writer.LightkubeWriter(client, instance="e2e-writes"),
+                holds=holds.AsgHoldKeeper(
+                    autoscaling=hooks,
+                    records=kube_interruptions.KubeHoldRecords(client),
+                    clock=lambda: now,
+                ),
+            ),
+            clock=lambda: now,
+        )
+        await ctl.reconcile_once()
+        stored = kube.get(resources.Disruption, request.id)
+        return {
+            "planned": [r.hold for r in cache.requests() if r.id == request.id],
+            "calls": hooks.calls,
+            "status": stored.get("status") or {},
+            "requested": requested,
+        }
+    finally:
+        await client.close()
+
+
+TOKEN = "3b6a1e45-6d8c-4bd2-9e35-6b7e2a4c1f00"
+
+
+def test_a_hold_without_cap_is_kept_alive(
+    control_plane: controlplane.ControlPlane,
+    kube: Client,
+    crds: None,
+    namespace: str,
+    kwok_nodes: NodeFactory,
+) -> None:
+    """A Disruption whose ``spec.hold`` has no ``cap`` (the CRD allows it: requestedAt + 48h):
+    the controller's round plans a heartbeat for it, and the heartbeat is sent with the
+    lifecycle action the object names and recorded in ``status.hold.lastHeartbeat``. (Before
+    the one hold parser, the engine read the hold with a default cap and the keeper's second
+    parser refused the same object for want of ``spec.hold.cap``: no heartbeat was ever sent.)"""
+    node = gg.node_name(kwok_nodes("held"))
+    kube.create(
+        Pod(
+            metadata=ObjectMeta(
+                name="train", namespace=namespace, annotations={ann.MIN_RUNTIME: "6h"}
+            ),
+            spec=PodSpec(nodeName=node, containers=[Container(name="c", image="busybox")]),
+        )
+    )
+    seen = asyncio.run(_hold_without_cap(control_plane.kubeconfig, kube, node, "train"))
+    [hold] = seen["planned"]
+    assert hold is not None and hold.cap == seen["requested"] + dt.timedelta(hours=48)
+    refs = [ref for call, ref in seen["calls"] if call == "heartbeat"]
+    assert [(r.group, r.hook, r.instance_id, r.token) for r in refs] == [
+        ("eks-batch", "graceguard", "i-0123456789abcdef0", TOKEN)
+    ]
+    assert seen["status"].get("hold", {}).get("lastHeartbeat")
+    assert seen["status"].get("phase") == disruption.Phase.HELD.value
