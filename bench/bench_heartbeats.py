@@ -38,7 +38,7 @@ class World:
     def __init__(self, *, holds_count: int, timeout: dt.timedelta, held: bool = True) -> None:
         self.now = T0
         self.timeout = timeout
-        nodes, pods, self.requests, self.holds = [], [], [], {}
+        nodes, pods, self.requests = [], [], []
         self.last: dict[str, dt.datetime] = {}
         self.beats: dict[str, list[dt.datetime]] = {}
         for i in range(holds_count):
@@ -57,13 +57,8 @@ class World:
             )
             rid = f"asg-lifecycle.{node}"
             cap = interruptions.hook_cap(start, timeout)
-            self.holds[rid] = interruptions.AsgHold(
-                "ng",
-                "graceguard",
-                f"i-{i:017x}",
-                f"{i:08x}-0000-4000-8000-000000000000",
-                timeout,
-                cap,
+            action = disruption.ActionRef(
+                "ng", "graceguard", f"i-{i:017x}", f"{i:08x}-0000-4000-8000-000000000000"
             )
             self.requests.append(
                 disruption.DisruptionRequest(
@@ -74,7 +69,9 @@ class World:
                     requested_at=start,
                     deadline=cap,
                     hold=(
-                        disruption.Hold(heartbeat_timeout=timeout, last_heartbeat=start, cap=cap)
+                        disruption.Hold(
+                            heartbeat_timeout=timeout, last_heartbeat=start, cap=cap, action=action
+                        )
                         if held
                         else None
                     ),
@@ -181,12 +178,9 @@ class World:
     async def heartbeat_timeout(self, *, group: str, hook: str) -> dt.timedelta:
         return self.timeout
 
-    async def record_heartbeat(self, *, action: interruptions.ActionRef) -> None: ...
+    async def record_heartbeat(self, *, action: disruption.ActionRef) -> None: ...
 
-    async def complete(self, *, action: interruptions.ActionRef, result: str) -> None: ...
-
-    async def hold_of(self, *, request_id: str) -> interruptions.AsgHold:
-        return self.holds[request_id]
+    async def complete(self, *, action: disruption.ActionRef, result: str) -> None: ...
 
     async def record_heartbeat_at(self, *, request_id: str, at: dt.datetime) -> None:
         self.last[request_id] = at
@@ -197,9 +191,6 @@ class World:
 class Records:
     def __init__(self, world: World) -> None:
         self.world = world
-
-    async def hold_of(self, *, request_id: str) -> interruptions.AsgHold:
-        return await self.world.hold_of(request_id=request_id)
 
     async def record_heartbeat(self, *, request_id: str, at: dt.datetime) -> None:
         await self.world.record_heartbeat_at(request_id=request_id, at=at)

@@ -240,8 +240,8 @@ class _Disruptions:
     def __init__(self, opened: list[disruption.DisruptionRequest]) -> None:
         self.opened = opened
 
-    async def open(self, request: disruption.DisruptionRequest, *, hold: object) -> bool:
-        assert hold is not None
+    async def open_disruption(self, request: disruption.DisruptionRequest) -> bool:
+        assert request.hold is not None
         self.opened.append(request)
         return True
 
@@ -253,10 +253,10 @@ class _Hooks:
     async def heartbeat_timeout(self, *, group: str, hook: str) -> dt.timedelta:
         return dt.timedelta(seconds=300)
 
-    async def record_heartbeat(self, *, action: interruptions.ActionRef) -> None:
+    async def record_heartbeat(self, *, action: disruption.ActionRef) -> None:
         raise AssertionError("not called here")
 
-    async def complete(self, *, action: interruptions.ActionRef, result: str) -> None:
+    async def complete(self, *, action: disruption.ActionRef, result: str) -> None:
         raise AssertionError("not called here")
 
 

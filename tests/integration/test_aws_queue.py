@@ -99,15 +99,13 @@ class Nodes:
 
 class Disruptions:
     def __init__(self) -> None:
-        self.opened: dict[str, interruptions.AsgHold | None] = {}
+        self.opened: dict[str, disruption.Hold | None] = {}
         self.phases: dict[str, disruption.Phase] = {}
 
-    async def open(
-        self, request: disruption.DisruptionRequest, *, hold: interruptions.AsgHold | None
-    ) -> bool:
+    async def open_disruption(self, request: disruption.DisruptionRequest) -> bool:
         if request.id in self.opened:
             return False
-        self.opened[request.id] = hold
+        self.opened[request.id] = request.hold
         self.phases[request.id] = disruption.Phase.HELD
         return True
 
@@ -219,7 +217,8 @@ async def test_the_consumer_on_real_sqs_holds_completes_acks_and_dead_letters(
         (c.params["InstanceId"], c.params["LifecycleActionResult"], c.answer) for c in completes
     ] == [(foreign, "CONTINUE", "ok")]
     ((request_id, hold),) = found.opened.items()
-    assert hold is not None and hold.instance_id == ours and hold.token == tokens[ours]
+    assert hold is not None and hold.action is not None
+    assert hold.action.instance_id == ours and hold.action.token == tokens[ours]
     assert hold.heartbeat_timeout == dt.timedelta(seconds=300)  # from DescribeLifecycleHooks
     assert _count(dlq, "ApproximateNumberOfMessages") == 1
     dead = client.receive_message(QueueUrl=dlq)["Messages"][0]["Body"]
@@ -231,7 +230,7 @@ async def test_the_consumer_on_real_sqs_holds_completes_acks_and_dead_letters(
     ]
     assert len(refused) == MAX_RECEIVES
     found.phases[request_id] = disruption.Phase.DONE
-    await worker.settle_tracked(force=True)
+    await worker.settle_tracked()
     assert _count(url, "ApproximateNumberOfMessagesNotVisible") == 0
     assert worker.tracked == {}
 
@@ -323,16 +322,18 @@ async def test_describe_lifecycle_hooks_and_the_keepers_calls(
     emulator.install(hooks._client.meta.events)
     token = str(uuid.uuid4())
     emulator.pending(token=token, group=GROUP, hook=HOOK, instance=instance, timeout_seconds=120)
-    hold = interruptions.AsgHold(
-        GROUP, HOOK, instance, token, dt.timedelta(seconds=120), dt.datetime.now(dt.UTC)
+    now = dt.datetime.now(dt.UTC)
+    action = disruption.ActionRef(GROUP, HOOK, instance, token)
+    hold = disruption.Hold(
+        heartbeat_timeout=dt.timedelta(seconds=120),
+        last_heartbeat=now,
+        cap=now + dt.timedelta(hours=1),
+        action=action,
     )
 
     class Records:
         def __init__(self) -> None:
             self.recorded: list[dt.datetime] = []
-
-        async def hold_of(self, *, request_id: str) -> interruptions.AsgHold:
-            return hold
 
         async def record_heartbeat(self, *, request_id: str, at: dt.datetime) -> None:
             self.recorded.append(at)
@@ -341,9 +342,10 @@ async def test_describe_lifecycle_hooks_and_the_keepers_calls(
     keeper = holds.AsgHoldKeeper(
         autoscaling=hooks, records=records, clock=lambda: dt.datetime.now(dt.UTC)
     )
-    await keeper.heartbeat(request_id="r", node="n1")
-    await keeper.release(request_id="r", node="n1")
-    await keeper.release(request_id="r", node="n1")  # a new leader, before Done was written
+    await keeper.heartbeat(request_id="r", node="n1", hold=hold)
+    await keeper.release(request_id="r", node="n1", hold=hold)
+    # a new leader, before Done was written
+    await keeper.release(request_id="r", node="n1", hold=hold)
     seen = [(c.operation, c.answer) for c in emulator.calls()]
     assert seen == [
         ("RecordLifecycleActionHeartbeat", "ok"),
@@ -359,7 +361,7 @@ async def test_describe_lifecycle_hooks_and_the_keepers_calls(
     }
     assert len(records.recorded) == 1 and keeper.completions_sent == 1
     with pytest.raises(ports.LifecycleActionGone, match="No active Lifecycle Action"):
-        await hooks.record_heartbeat(action=hold.ref)  # completed: nothing left to extend
+        await hooks.record_heartbeat(action=action)  # completed: nothing left to extend
 
 
 class _Raw:

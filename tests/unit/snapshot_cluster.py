@@ -155,8 +155,8 @@ class SnapshotCluster:
     async def delete_disruption(self, *, request_id: str) -> None:
         self.deleted.append(request_id)
 
-    async def heartbeat(self, *, request_id: str, node: str) -> None:
+    async def heartbeat(self, *, request_id: str, node: str, hold: disruption.Hold) -> None:
         self.heartbeats.append(request_id)
 
-    async def release(self, *, request_id: str, node: str) -> None:
+    async def release(self, *, request_id: str, node: str, hold: disruption.Hold) -> None:
         self.released.append(request_id)

@@ -36,7 +36,7 @@ TIMEOUT = dt.timedelta(seconds=300)
 
 class FakeAutoscaling:
     def __init__(self, *, clock: object = None) -> None:
-        self.calls: list[tuple[str, interruptions.ActionRef, str]] = []
+        self.calls: list[tuple[str, disruption.ActionRef, str]] = []
         self.gone: set[str] = set()
         self.hooks = {("ng", "gg"): TIMEOUT}
         self.clock = clock
@@ -46,12 +46,12 @@ class FakeAutoscaling:
             raise LookupError(f"group {group} has no lifecycle hook {hook}")
         return self.hooks[(group, hook)]
 
-    async def record_heartbeat(self, *, action: interruptions.ActionRef) -> None:
+    async def record_heartbeat(self, *, action: disruption.ActionRef) -> None:
         if action.token in self.gone:
             raise ports.LifecycleActionGone("No active Lifecycle Action found")
         self.calls.append(("heartbeat", action, ""))
 
-    async def complete(self, *, action: interruptions.ActionRef, result: str) -> None:
+    async def complete(self, *, action: disruption.ActionRef, result: str) -> None:
         if action.token in self.gone:
             raise ports.LifecycleActionGone("No active Lifecycle Action found")
         self.calls.append(("complete", action, result))
@@ -68,16 +68,13 @@ class FakeNodes:
 
 class FakeDisruptions:
     def __init__(self) -> None:
-        self.objects: dict[str, tuple[disruption.DisruptionRequest, interruptions.AsgHold | None]]
-        self.objects = {}
+        self.objects: dict[str, disruption.DisruptionRequest] = {}
         self.phases: dict[str, disruption.Phase] = {}
 
-    async def open(
-        self, request: disruption.DisruptionRequest, *, hold: interruptions.AsgHold | None
-    ) -> bool:
+    async def open_disruption(self, request: disruption.DisruptionRequest) -> bool:
         if request.id in self.objects:
             return False
-        self.objects[request.id] = (request, hold)
+        self.objects[request.id] = request
         self.phases[request.id] = disruption.Phase.PENDING
         return True
 
@@ -167,19 +164,17 @@ async def test_terminating_node_opens_a_held_voluntary_disruption() -> None:
     svc, asg, found, _ = _service()
     verdict = await svc.handle(_lifecycle())
     assert verdict.disposition is service.Disposition.KEEP
-    request, hold = found.objects[verdict.request_id or ""]
+    request = found.objects[verdict.request_id or ""]
     assert request.node == "n1" and request.source == "asg-lifecycle"
     assert request.disruption_class is disruption.DisruptionClass.VOLUNTARY
     assert request.requested_at == T0
-    assert hold == interruptions.AsgHold(
-        group="ng",
-        hook="gg",
-        instance_id=I1,
-        token=TOKEN,
+    assert request.hold == disruption.Hold(
         heartbeat_timeout=TIMEOUT,
+        last_heartbeat=T0,
         cap=T0 + 100 * TIMEOUT,
+        action=disruption.ActionRef(group="ng", hook="gg", instance_id=I1, token=TOKEN),
     )
-    assert request.deadline == hold.cap
+    assert request.deadline == request.hold.cap
     assert asg.calls == []  # nothing completed: it is held
 
 
@@ -188,9 +183,9 @@ async def test_the_scaling_activitys_cause_names_the_source_and_is_the_reason() 
     svc, _, found, _ = _service(causes=causes)
     action = _lifecycle()
     verdict = await svc.handle(action)
-    request, hold = found.objects[verdict.request_id or ""]
+    request = found.objects[verdict.request_id or ""]
     assert causes.asked == [("ng", I1, action.activity_id)] and action.activity_id
-    assert request.source == "asg-scale-in" and hold is not None
+    assert request.source == "asg-scale-in" and request.hold is not None
     said = " ".join(SCALE_IN.split())  # AWS's sentence, its double spaces made single
     assert request.reason == f"EC2 Auto Scaling terminates {I1} of group ng (hook gg): {said}"
     assert "hold (asg-scale-in)" in verdict.message
@@ -199,10 +194,10 @@ async def test_the_scaling_activitys_cause_names_the_source_and_is_the_reason() 
 async def test_an_eks_node_groups_scale_in_and_an_az_rebalance() -> None:
     eks = interruptions.ScalingCause(cause=SCALE_IN, eks_nodegroup="batch")
     svc, _, found, _ = _service(causes=FakeCauses(eks))
-    request, _ = found.objects[(await svc.handle(_lifecycle())).request_id or ""]
+    request = found.objects[(await svc.handle(_lifecycle())).request_id or ""]
     assert request.source == "eks-nodegroup-scale-in"
     svc, _, found, _ = _service(causes=FakeCauses(interruptions.ScalingCause(cause=REBALANCE)))
-    request, _ = found.objects[(await svc.handle(_lifecycle())).request_id or ""]
+    request = found.objects[(await svc.handle(_lifecycle())).request_id or ""]
     assert request.source == "asg-az-rebalance" and request.reason.endswith("AZ rebalancing.")
 
 
@@ -216,8 +211,8 @@ async def test_a_cause_that_cannot_be_read_holds_as_asg_lifecycle(
     with caplog.at_level("INFO"):
         verdict = await svc.handle(_lifecycle())
     assert verdict.disposition is service.Disposition.KEEP
-    request, hold = found.objects[verdict.request_id or ""]
-    assert request.source == "asg-lifecycle" and hold is not None
+    request = found.objects[verdict.request_id or ""]
+    assert request.source == "asg-lifecycle" and request.hold is not None
     assert request.reason == f"EC2 Auto Scaling terminates {I1} of group ng (hook gg)"
     assert "the hold opens as asg-lifecycle" in caplog.text
     if isinstance(answer, Exception):
@@ -277,9 +272,9 @@ async def test_spot_is_imminent_with_the_events_deadline() -> None:
     event = aws_events.parse(msg.spot_warning(instance=I1, at=T0))
     verdict = await svc.handle(event)
     assert verdict.disposition is service.Disposition.DELETE
-    ((request, hold),) = found.objects.values()
+    (request,) = found.objects.values()
     assert request.disruption_class is disruption.DisruptionClass.IMMINENT
-    assert request.deadline == T0 + dt.timedelta(minutes=2) and hold is None
+    assert request.deadline == T0 + dt.timedelta(minutes=2) and request.hold is None
 
 
 async def test_rebalance_notice_tells_each_pod_of_the_node() -> None:
@@ -299,7 +294,7 @@ async def test_rebalance_drain_and_ignore() -> None:
         dataclasses.replace(policy.DEFAULT, rebalance=policy.RebalanceAction.DRAIN)
     )
     await svc.handle(event)
-    ((request, _),) = found.objects.values()
+    (request,) = found.objects.values()
     assert request.source == "ec2-rebalance" and request.deadline is None
     svc, _, found, fake = _service(
         dataclasses.replace(policy.DEFAULT, rebalance=policy.RebalanceAction.IGNORE)
@@ -314,7 +309,7 @@ async def test_scheduled_retirement_is_voluntary_until_its_start() -> None:
     event = aws_events.parse(msg.health_scheduled(instances=[I1, I2], start=start, at=T0))
     verdict = await svc.handle(event)
     assert f"{I2}: no node of ours" in verdict.message
-    ((request, _),) = found.objects.values()
+    (request,) = found.objects.values()
     assert request.disruption_class is disruption.DisruptionClass.VOLUNTARY
     assert request.deadline == start and request.source == "aws-health"
 
@@ -330,46 +325,47 @@ async def test_unreadable_is_left_for_the_dead_letter_queue() -> None:
 
 
 class FakeRecords:
-    def __init__(self, hold: interruptions.AsgHold) -> None:
-        self.hold = hold
+    def __init__(self) -> None:
         self.last: dict[str, dt.datetime] = {}
-
-    async def hold_of(self, *, request_id: str) -> interruptions.AsgHold:
-        return self.hold
 
     async def record_heartbeat(self, *, request_id: str, at: dt.datetime) -> None:
         self.last[request_id] = at
 
 
-HOLD = interruptions.AsgHold("ng", "gg", I1, TOKEN, TIMEOUT, T0 + 100 * TIMEOUT)
+HOLD = disruption.Hold(
+    heartbeat_timeout=TIMEOUT,
+    last_heartbeat=T0,
+    cap=T0 + 100 * TIMEOUT,
+    action=disruption.ActionRef("ng", "gg", I1, TOKEN),
+)
 
 
 async def test_keeper_heartbeats_records_and_does_not_resend_at_once() -> None:
     now = [T0]
-    asg, records = FakeAutoscaling(), FakeRecords(HOLD)
+    asg, records = FakeAutoscaling(), FakeRecords()
     keeper = holds.AsgHoldKeeper(autoscaling=asg, records=records, clock=lambda: now[0])
-    await keeper.heartbeat(request_id="r", node="n1")
+    await keeper.heartbeat(request_id="r", node="n1", hold=HOLD)
     now[0] += dt.timedelta(seconds=5)  # the engine's cache lagged: asked again
-    await keeper.heartbeat(request_id="r", node="n1")
+    await keeper.heartbeat(request_id="r", node="n1", hold=HOLD)
     assert [c[0] for c in asg.calls] == ["heartbeat"]
     assert records.last["r"] == T0
     now[0] = T0 + TIMEOUT / 2
-    await keeper.heartbeat(request_id="r", node="n1")
+    await keeper.heartbeat(request_id="r", node="n1", hold=HOLD)
     assert [c[0] for c in asg.calls] == ["heartbeat", "heartbeat"]
     assert records.last["r"] == T0 + TIMEOUT / 2
-    await keeper.release(request_id="r", node="n1")
+    await keeper.release(request_id="r", node="n1", hold=HOLD)
     assert asg.calls[-1][0] == "complete" and asg.calls[-1][2] == "CONTINUE"
     # A second release (a new leader after a crash before Done): AWS has no action; no error.
-    await keeper.release(request_id="r", node="n1")
+    await keeper.release(request_id="r", node="n1", hold=HOLD)
     assert [c[0] for c in asg.calls].count("complete") == 1
 
 
 async def test_keeper_stops_heartbeating_a_hold_aws_forgot() -> None:
-    asg, records = FakeAutoscaling(), FakeRecords(HOLD)
+    asg, records = FakeAutoscaling(), FakeRecords()
     asg.gone.add(TOKEN)
     keeper = holds.AsgHoldKeeper(autoscaling=asg, records=records, clock=lambda: T0)
-    await keeper.heartbeat(request_id="r", node="n1")
-    await keeper.heartbeat(request_id="r", node="n1")
+    await keeper.heartbeat(request_id="r", node="n1", hold=HOLD)
+    await keeper.heartbeat(request_id="r", node="n1", hold=HOLD)
     assert asg.calls == [] and records.last == {}
 
 
@@ -405,35 +401,53 @@ async def test_worker_keeps_a_held_message_until_its_disruption_is_done() -> Non
     ]
     queue = FakeQueue(messages)
     clock = [0.0]
+    changed = asyncio.Event()
     worker = aws_queue.QueueWorker(
         queue=queue,
         interruptions=svc,
         disruptions=found,
         leadership=Leader(),
-        check_seconds=60,
+        extend_seconds=60,
+        disruptions_changed=changed,
         monotonic=lambda: clock[0],
     )
     assert await worker.poll_once() == 3
     assert queue.deleted == ["r2"]  # the test notification
     assert queue.extended == [("r3", 0)]  # unreadable: visible again, for the DLQ
     assert set(worker.tracked) == {"m1"}
-    clock[0] = 61
-    await worker.settle_tracked()
-    assert queue.extended[-1] == ("r1", aws_queue.VISIBILITY_SECONDS) and "r1" not in queue.deleted
-    (request_id,) = found.phases
-    found.phases[request_id] = disruption.Phase.DONE
-    clock[0] = 122
-    await worker.settle_tracked()
-    assert queue.deleted == ["r2", "r1"] and worker.tracked == {}
+    settling = asyncio.create_task(worker.settle_run())
+    try:
+        clock[0] = 30
+        changed.set()  # another Disruption changed: r1's is still held, not yet due an extension
+        await _settled()
+        assert queue.extended == [("r3", 0)] and "r1" not in queue.deleted
+        clock[0] = 61
+        changed.set()
+        await _settled()
+        assert queue.extended[-1] == ("r1", aws_queue.VISIBILITY_SECONDS)
+        # its Disruption is Done: the message goes at once, not at the next extension
+        (request_id,) = found.phases
+        found.phases[request_id] = disruption.Phase.DONE
+        clock[0] = 62
+        changed.set()
+        await _settled()
+        assert queue.deleted == ["r2", "r1"] and worker.tracked == {}
+    finally:
+        settling.cancel()
+
+
+async def _settled() -> None:
+    for _ in range(10):
+        await asyncio.sleep(0)
 
 
 async def test_worker_retries_a_failed_call_with_backoff() -> None:
     svc, _, found, _ = _service()
 
-    async def broken(request: object, *, hold: object) -> bool:
+    async def broken(request: object) -> bool:
         raise RuntimeError("apiserver unavailable")
 
-    found.open = broken  # type: ignore[method-assign]
+    found.open_disruption = broken  # type: ignore[method-assign]
     body = msg.spot_warning(instance=I1, at=T0)
     queue = FakeQueue([ports.QueueMessage("m", body, "r", 3)])
     worker = aws_queue.QueueWorker(
@@ -483,7 +497,7 @@ async def test_a_six_hour_drain_gets_heartbeats_no_more_than_half_the_timeout_ap
     fake = SnapshotCluster(
         cluster.Snapshot(nodes=(cluster.Node("n1"),), pods=(pod,)), clock=lambda: now[0]
     )
-    hold = disruption.Hold(heartbeat_timeout=TIMEOUT, last_heartbeat=T0, cap=HOLD.cap)
+    hold = HOLD
     request = disruption.DisruptionRequest(
         id="asg",
         node="n1",
@@ -493,12 +507,12 @@ async def test_a_six_hour_drain_gets_heartbeats_no_more_than_half_the_timeout_ap
         deadline=HOLD.cap,
         hold=hold,
     )
-    records = FakeRecords(HOLD)
+    records = FakeRecords()
     asg = FakeAutoscaling()
     sent: list[dt.datetime] = []
     real = asg.record_heartbeat
 
-    async def timed(*, action: interruptions.ActionRef) -> None:
+    async def timed(*, action: disruption.ActionRef) -> None:
         await real(action=action)
         sent.append(now[0])
 

@@ -118,6 +118,7 @@ HOLD = {
     "instanceId": "i-0123456789abcdef0",
     "heartbeatTimeout": "5m",
 }
+ACTION = disruption.ActionRef("workers", "graceguard", "i-0123456789abcdef0", "")
 
 
 # ---- round trips ----
@@ -413,6 +414,24 @@ BAD: list[tuple[str, object, str, str]] = [
         "",
     ),
     ("hold bad cap", good(hold={**HOLD, "cap": "in two days"}), "spec.hold.cap", "RFC 3339"),
+    (
+        "hold of another provider",
+        good(hold={**HOLD, "provider": "gcp"}),
+        "spec.hold.provider",
+        "expected aws-autoscaling",
+    ),
+    (
+        "hold without group",
+        good(hold={k: v for k, v in HOLD.items() if k != "autoScalingGroup"}),
+        "spec.hold.autoScalingGroup",
+        "required",
+    ),
+    (
+        "hold naming no action",
+        good(hold={k: v for k, v in HOLD.items() if k != "instanceId"}),
+        "spec.hold.instanceId",
+        "names no lifecycle action",
+    ),
     ("status not a mapping", {**good(), "status": "Done"}, "status", "mapping"),
     (
         "status hold not a mapping",
@@ -512,6 +531,7 @@ def test_a_hold_defaults_to_the_hook_cap_and_its_request() -> None:
         heartbeat_timeout=dt.timedelta(minutes=5),
         last_heartbeat=T0,
         cap=T0 + disruption.ASG_HOOK_CAP,
+        action=ACTION,
     )
     assert got.effective_deadline == T0 + dt.timedelta(hours=48)
     assert got.hold is not None and got.hold.heartbeat_due == T0 + dt.timedelta(seconds=150)
@@ -525,6 +545,7 @@ def test_a_hold_reads_its_cap_and_last_heartbeat() -> None:
         heartbeat_timeout=dt.timedelta(minutes=90),
         last_heartbeat=T0 + dt.timedelta(hours=2),
         cap=T0 + dt.timedelta(days=1),
+        action=ACTION,
     )
     assert got.status == disruption.DisruptionStatus(disruption.Phase.HELD)
 

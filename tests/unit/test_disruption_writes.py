@@ -66,7 +66,15 @@ def test_each_status_write_carries_the_version_the_round_read() -> None:
     [
         act.ReportDisruption(ID, "n1", DRAINING),
         act.DrainComplete(ID, "n1"),
-        act.CompleteHold(ID, "n1"),
+        act.CompleteHold(
+            ID,
+            "n1",
+            disruption.Hold(
+                heartbeat_timeout=dt.timedelta(minutes=5),
+                last_heartbeat=dt.datetime(2026, 11, 23, tzinfo=dt.UTC),
+                cap=dt.datetime(2026, 11, 25, tzinfo=dt.UTC),
+            ),
+        ),
     ],
     ids=["report", "drain-complete", "complete-hold"],
 )

@@ -4,8 +4,10 @@ message, through ports only; only while this replica leads.
 - Long polling, up to 10 messages a receive; each message read by ``manifests.aws_events`` and
   acted on by ``controller.interruptions``, several at once; one log line per message.
 - A held instance's message stays in flight while its Disruption lasts (its visibility is
-  extended every ``check_every``) and is deleted only once the Disruption is finished, which
-  the executor marks after ``CONTINUE`` was sent. A new leader receives it again after the
+  extended every ``extend_seconds``) and is deleted as soon as the Disruption is over, which
+  the executor marks after ``CONTINUE`` was sent: ``settle_run`` wakes on each change of the
+  Disruption objects (``disruptions_changed``, the controller's informer) and reads their
+  phases from that informer's store, not the API. A new leader receives it again after the
   visibility lapses and joins the same Disruption (same name): one Disruption, one CONTINUE.
   SQS allows a message 12 h in flight; after that it comes back and is joined again.
 - An unreadable message is not deleted: made visible again at once, so the queue's redrive
@@ -17,6 +19,7 @@ message, through ports only; only while this replica leads.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 import time
@@ -35,7 +38,8 @@ WAIT_SECONDS = 20
 """SQS's longest long poll."""
 VISIBILITY_SECONDS = 300
 """How long a received message stays hidden; a held one is extended before it lapses."""
-CHECK_SECONDS = 60.0
+EXTEND_SECONDS = 60.0
+"""How often a held message's visibility is extended (well within ``VISIBILITY_SECONDS``)."""
 RETRY_BASE_SECONDS = 15
 MAX_RETRY_SECONDS = 900
 CONCURRENCY = 16
@@ -51,7 +55,8 @@ class Tracked:
 
     receipt: str
     request_id: str
-    checked: float
+    extended: float
+    """When its visibility was last set (``monotonic``)."""
 
 
 class QueueWorker:
@@ -63,7 +68,8 @@ class QueueWorker:
         disruptions: ports.Disruptions,
         leadership: ports.Leadership,
         visibility_seconds: int = VISIBILITY_SECONDS,
-        check_seconds: float = CHECK_SECONDS,
+        extend_seconds: float = EXTEND_SECONDS,
+        disruptions_changed: asyncio.Event | None = None,
         wait_seconds: int = WAIT_SECONDS,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -72,7 +78,8 @@ class QueueWorker:
         self._disruptions = disruptions
         self._leadership = leadership
         self._visibility = visibility_seconds
-        self._check = check_seconds
+        self._extend = extend_seconds
+        self._changed = disruptions_changed or asyncio.Event()
         self._wait = wait_seconds
         self._monotonic = monotonic
         self.tracked: dict[str, Tracked] = {}
@@ -93,7 +100,6 @@ class QueueWorker:
                 continue
             try:
                 await self.poll_once()
-                await self.settle_tracked()
                 await asyncio.sleep(0)  # a receive that answered at once must not starve the loop
             except asyncio.CancelledError:
                 raise
@@ -161,18 +167,30 @@ class QueueWorker:
                     receipt=message.receipt, seconds=min(MAX_RETRY_SECONDS, backoff)
                 )
 
-    async def settle_tracked(self, *, force: bool = False) -> None:
-        """For each held message due a check: delete it once its Disruption is over (or gone),
-        else extend its visibility."""
+    async def settle_run(self) -> None:
+        """Settle the held messages as their Disruptions change (``disruptions_changed``), and
+        extend each one's visibility every ``extend_seconds`` while it lasts."""
+        while True:
+            self._changed.clear()
+            await self.settle_tracked()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._changed.wait(), timeout=self._next_extension())
+
+    def _next_extension(self) -> float:
+        now = self._monotonic()
+        due = (entry.extended + self._extend - now for entry in self.tracked.values())
+        return max(0.0, min(due, default=self._extend))
+
+    async def settle_tracked(self) -> None:
+        """Delete each held message whose Disruption is over (or gone); extend the visibility
+        of the others that are due."""
         now = self._monotonic()
         for message_id, entry in list(self.tracked.items()):
-            if not force and now - entry.checked < self._check:
-                continue
             try:
                 phase = await self._disruptions.phase(request_id=entry.request_id)
                 if phase is None or phase in OVER:
                     await self._queue.delete(receipt=entry.receipt)
-                    del self.tracked[message_id]
+                    self.tracked.pop(message_id, None)
                     log.info(
                         "message %s: Disruption %s is %s -> deleted",
                         message_id,
@@ -180,8 +198,9 @@ class QueueWorker:
                         phase.value if phase else "gone",
                     )
                     continue
-                await self._queue.extend(receipt=entry.receipt, seconds=self._visibility)
-                entry.checked = now
+                if now - entry.extended >= self._extend:
+                    await self._queue.extend(receipt=entry.receipt, seconds=self._visibility)
+                    entry.extended = now
             except asyncio.CancelledError:
                 raise
             except Exception as err:
@@ -192,7 +211,7 @@ class QueueWorker:
                     entry.request_id,
                     err,
                 )
-                del self.tracked[message_id]
+                self.tracked.pop(message_id, None)
 
 
 _TROUBLE = frozenset({service.Disposition.LEAVE, service.Disposition.RETRY})

@@ -168,11 +168,13 @@ class Executor:
                 return "retracted"
             case act.WarnAnnotation():
                 return await self._warn(action)
-            case act.ExtendHold(request_id=request_id, node=node):
-                await self._hold_keeper(action).heartbeat(request_id=request_id, node=node)
+            case act.ExtendHold(request_id=request_id, node=node, hold=hold):
+                await self._hold_keeper(action).heartbeat(
+                    request_id=request_id, node=node, hold=hold
+                )
                 return "heartbeat sent"
-            case act.CompleteHold(request_id=request_id, node=node):
-                await self._hold_keeper(action).release(request_id=request_id, node=node)
+            case act.CompleteHold(request_id=request_id, node=node, hold=hold):
+                await self._hold_keeper(action).release(request_id=request_id, node=node, hold=hold)
                 return await self._write_status(action, now, read, done="released")
             case act.DrainComplete():
                 return await self._write_status(action, now, read, done="completed")

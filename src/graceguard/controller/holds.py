@@ -27,7 +27,7 @@ import logging
 from collections.abc import Callable
 
 from graceguard.controller import ports
-from graceguard.domain import interruptions
+from graceguard.domain import disruption
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +38,9 @@ CONTINUE = "CONTINUE"
 
 
 class AsgHoldKeeper:
+    """``ports.HoldKeeper`` for Auto Scaling lifecycle hooks: each action carries its hold as the
+    engine read it (``spec.hold``: the lifecycle action), so nothing is read again here."""
+
     def __init__(
         self,
         *,
@@ -48,28 +51,20 @@ class AsgHoldKeeper:
         self._autoscaling = autoscaling
         self._records = records
         self._clock = clock
-        self._holds: dict[str, interruptions.AsgHold] = {}
         self._sent: dict[str, dt.datetime] = {}
         self._gone: set[str] = set()
         self.heartbeats_sent = 0
         self.completions_sent = 0
 
-    async def _hold(self, request_id: str) -> interruptions.AsgHold:
-        hold = self._holds.get(request_id)
-        if hold is None:
-            hold = await self._records.hold_of(request_id=request_id)
-            self._holds[request_id] = hold
-        return hold
-
-    async def heartbeat(self, *, request_id: str, node: str) -> None:
+    async def heartbeat(self, *, request_id: str, node: str, hold: disruption.Hold) -> None:
         if request_id in self._gone:
             return
-        hold = await self._hold(request_id)
+        action = _action(request_id, hold)
         now = self._clock()
         last = self._sent.get(request_id)
         if last is None or now - last >= hold.heartbeat_timeout / RESEND_FRACTION:
             try:
-                await self._autoscaling.record_heartbeat(action=hold.ref)
+                await self._autoscaling.record_heartbeat(action=action)
             except ports.LifecycleActionGone as err:
                 self._gone.add(request_id)
                 log.warning(
@@ -77,8 +72,8 @@ class AsgHoldKeeper:
                     " no more heartbeats",
                     request_id,
                     node,
-                    hold.instance_id,
-                    hold.token,
+                    action.instance_id,
+                    action.token,
                     err,
                 )
                 return
@@ -87,22 +82,22 @@ class AsgHoldKeeper:
             log.info(
                 "heartbeat for %s (%s, group %s) held by %s",
                 node,
-                hold.instance_id,
-                hold.group,
+                action.instance_id,
+                action.group,
                 request_id,
             )
         await self._records.record_heartbeat(request_id=request_id, at=last)
 
-    async def release(self, *, request_id: str, node: str) -> None:
-        hold = await self._hold(request_id)
+    async def release(self, *, request_id: str, node: str, hold: disruption.Hold) -> None:
+        action = _action(request_id, hold)
         try:
-            await self._autoscaling.complete(action=hold.ref, result=CONTINUE)
+            await self._autoscaling.complete(action=action, result=CONTINUE)
         except ports.LifecycleActionGone as err:
             log.info(
                 "hold %s on node %s (%s): already completed or over at AWS (%s)",
                 request_id,
                 node,
-                hold.instance_id,
+                action.instance_id,
                 err,
             )
         else:
@@ -110,10 +105,15 @@ class AsgHoldKeeper:
             log.info(
                 "node %s drained: CompleteLifecycleAction CONTINUE for %s (group %s, hook %s)",
                 node,
-                hold.instance_id,
-                hold.group,
-                hold.hook,
+                action.instance_id,
+                action.group,
+                action.hook,
             )
-        self._holds.pop(request_id, None)
         self._sent.pop(request_id, None)
         self._gone.discard(request_id)
+
+
+def _action(request_id: str, hold: disruption.Hold) -> disruption.ActionRef:
+    if hold.action is None:
+        raise LookupError(f"the hold of {request_id} names no lifecycle action")
+    return hold.action

@@ -172,13 +172,11 @@ class Interruptions:
         reason = f"EC2 Auto Scaling terminates {where}"
         if found is not None and found.cause:
             reason = f"{reason}: {' '.join(found.cause.split())}"
-        hold = interruptions.AsgHold(
-            group=action.group,
-            hook=action.hook,
-            instance_id=action.instance_id,
-            token=action.token,
+        hold = disruption.Hold(
             heartbeat_timeout=timeout,
+            last_heartbeat=action.at,
             cap=interruptions.hook_cap(action.at, timeout),
+            action=action.ref,
         )
         request = self._request(
             node=node,
@@ -190,7 +188,10 @@ class Interruptions:
             by=f"autoscaling:{action.group}",
             named_for=LIFECYCLE_SOURCE,
         )
-        return await self._open(request, hold=hold, what=f"hold ({source}) on {where}, node {node}")
+        return await self._open(
+            dataclasses.replace(request, hold=hold),
+            what=f"hold ({source}) on {where}, node {node}",
+        )
 
     async def _cause(
         self, action: interruptions.LifecycleAction, where: str
@@ -229,7 +230,7 @@ class Interruptions:
             reason=f"EC2 spot interruption ({event.action}) of {event.instance_id}",
             by="aws.ec2",
         )
-        return await self._open(request, hold=None, what=f"spot {event.instance_id}, node {node}")
+        return await self._open(request, what=f"spot {event.instance_id}, node {node}")
 
     async def _rebalance(self, event: interruptions.RebalanceRecommendation) -> Verdict:
         instance = event.instance_id
@@ -249,7 +250,7 @@ class Interruptions:
                 reason=f"EC2 rebalance recommendation for {instance}",
                 by="aws.ec2",
             )
-            return await self._open(request, hold=None, what=f"rebalance drain of {node}")
+            return await self._open(request, what=f"rebalance drain of {node}")
         told = 0
         for pod in interruptions.told_of_rebalance(self._view.snapshot().pods, node=node):
             await self._events.post_event(
@@ -280,7 +281,7 @@ class Interruptions:
                 reason=f"AWS Health {event.event_type} for {instance}",
                 by="aws.health",
             )
-            verdict = await self._open(request, hold=None, what=f"{instance}, node {node}")
+            verdict = await self._open(request, what=f"{instance}, node {node}")
             done.append(verdict.message)
         return Verdict(Disposition.DELETE, f"{event.event_type}: " + "; ".join(done))
 
@@ -312,12 +313,11 @@ class Interruptions:
         self,
         request: disruption.DisruptionRequest,
         *,
-        hold: interruptions.AsgHold | None,
         what: str,
     ) -> Verdict:
-        opened = await self._disruptions.open(request, hold=hold)
+        opened = await self._disruptions.open_disruption(request)
         verb = "opened" if opened else "joined"
-        if hold is None:
+        if request.hold is None:
             return Verdict(Disposition.DELETE, f"{what}: Disruption {request.id} {verb}")
         if not opened:
             phase = await self._disruptions.phase(request_id=request.id)

@@ -17,7 +17,6 @@ from typing import Protocol
 from graceguard.domain import (
     cluster,
     disruption,
-    interruptions,
     ledger,
     notices,
     policy,
@@ -110,10 +109,10 @@ class HoldKeeper(Protocol):
     """Keeps alive the holds a source lets graceguard keep (an Auto Scaling lifecycle hook) and
     lets the source go on when the node is drained."""
 
-    async def heartbeat(self, *, request_id: str, node: str) -> None:
+    async def heartbeat(self, *, request_id: str, node: str, hold: disruption.Hold) -> None:
         """Restart the hold's timeout (``RecordLifecycleActionHeartbeat``)."""
 
-    async def release(self, *, request_id: str, node: str) -> None:
+    async def release(self, *, request_id: str, node: str, hold: disruption.Hold) -> None:
         """Let the source go on (``CompleteLifecycleAction`` ``CONTINUE``)."""
 
 
@@ -208,21 +207,17 @@ class Autoscaling(Protocol):
         """The hook's ``HeartbeatTimeout`` (``DescribeLifecycleHooks``); ``LookupError`` when
         there is no such hook."""
 
-    async def record_heartbeat(self, *, action: interruptions.ActionRef) -> None:
+    async def record_heartbeat(self, *, action: disruption.ActionRef) -> None:
         """``RecordLifecycleActionHeartbeat``; ``LifecycleActionGone`` when AWS has no such
         pending action."""
 
-    async def complete(self, *, action: interruptions.ActionRef, result: str) -> None:
+    async def complete(self, *, action: disruption.ActionRef, result: str) -> None:
         """``CompleteLifecycleAction`` with ``result`` (``CONTINUE`` or ``ABANDON``);
         ``LifecycleActionGone`` when AWS has no such pending action."""
 
 
 class HoldRecords(Protocol):
     """Where a hold lives between heartbeats: its ``Disruption`` object."""
-
-    async def hold_of(self, *, request_id: str) -> interruptions.AsgHold:
-        """The Auto Scaling hold the disruption carries (``spec.hold``); ``LookupError`` when
-        it has none."""
 
     async def record_heartbeat(self, *, request_id: str, at: dt.datetime) -> None:
         """``status.hold.lastHeartbeat``: the next heartbeat is due from it, for any leader."""
@@ -238,10 +233,9 @@ class InstanceNodes(Protocol):
 class Disruptions(Protocol):
     """Opening ``Disruption`` objects, and reading how far one has come."""
 
-    async def open(
-        self, request: disruption.DisruptionRequest, *, hold: interruptions.AsgHold | None
-    ) -> bool:
-        """Create it (named ``request.id``); ``False`` when one of that name exists (joined)."""
+    async def open_disruption(self, request: disruption.DisruptionRequest) -> bool:
+        """Create it (named ``request.id``, with its hold); ``False`` when one of that name
+        exists (joined)."""
 
     async def phase(self, *, request_id: str) -> disruption.Phase | None:
         """Its phase now (``Pending`` when nothing is reported yet); ``None`` when there is no

@@ -2,9 +2,9 @@
 which of the node's pods that means (``Scope``); and how far one has come (``DisruptionStatus``).
 
 In a cluster each request is a ``Disruption`` object (``graceguard.io/v1alpha1``, short name
-``gdis``): ``graceguard drain``, the eviction webhook's takeover and (later) the AWS hold and the
-node agent create them, the controller carries them out and reports each one's status. Pure
-values: no I/O here.
+``gdis``): ``graceguard drain``, the eviction webhook's takeover, the AWS interruption queue (with
+its ``Hold``) and the node agent create them, the controller carries them out and reports each
+one's status. Pure values: no I/O here.
 """
 
 from __future__ import annotations
@@ -130,13 +130,29 @@ ASG_HOOK_CAP = dt.timedelta(hours=48)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class ActionRef:
+    """What names one pending EC2 Auto Scaling lifecycle action in
+    ``RecordLifecycleActionHeartbeat`` and ``CompleteLifecycleAction``: the group, the hook, and
+    the instance or the action's token (either names it; ``""``: not given)."""
+
+    group: str
+    hook: str
+    instance_id: str
+    token: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class Hold:
-    """A hold on the node that the source lets graceguard keep alive with heartbeats."""
+    """A hold on the node that the source lets graceguard keep alive with heartbeats (a
+    ``Disruption``'s ``spec.hold`` and ``status.hold.lastHeartbeat``)."""
 
     heartbeat_timeout: dt.timedelta
     last_heartbeat: dt.datetime
     cap: dt.datetime
     """The latest the hold can last (the ASG hook's 48 h global timeout)."""
+    action: ActionRef | None = None
+    """The lifecycle action the heartbeats and the completion name; ``None``: a hold the
+    simulator keeps, which no cloud knows."""
 
     @property
     def heartbeat_due(self) -> dt.datetime:

@@ -28,17 +28,6 @@ def hook_cap(requested_at: dt.datetime, heartbeat_timeout: dt.timedelta) -> dt.d
     return requested_at + min(disruption.ASG_HOOK_CAP, HOOK_CAP_TIMEOUTS * heartbeat_timeout)
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class ActionRef:
-    """What names one pending lifecycle action in ``RecordLifecycleActionHeartbeat`` and
-    ``CompleteLifecycleAction``."""
-
-    group: str
-    hook: str
-    instance_id: str
-    token: str
-
-
 class Form(enum.StrEnum):
     """How a lifecycle notification reached the queue."""
 
@@ -65,8 +54,8 @@ class LifecycleAction:
     ``RequestId``); the EventBridge form names none."""
 
     @property
-    def ref(self) -> ActionRef:
-        return ActionRef(self.group, self.hook, self.instance_id, self.token)
+    def ref(self) -> disruption.ActionRef:
+        return disruption.ActionRef(self.group, self.hook, self.instance_id, self.token)
 
     @property
     def terminating(self) -> bool:
@@ -150,23 +139,6 @@ class Unreadable:
 
     def __str__(self) -> str:
         return f"{self.field}: {self.reason}"
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class AsgHold:
-    """A termination lifecycle action graceguard holds: what its heartbeats and completion name
-    (a ``Disruption``'s ``spec.hold`` with ``provider: aws-autoscaling``)."""
-
-    group: str
-    hook: str
-    instance_id: str
-    token: str
-    heartbeat_timeout: dt.timedelta
-    cap: dt.datetime
-
-    @property
-    def ref(self) -> ActionRef:
-        return ActionRef(self.group, self.hook, self.instance_id, self.token)
 
 
 LIFECYCLE_SOURCE = "asg-lifecycle"

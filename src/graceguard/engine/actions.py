@@ -120,6 +120,8 @@ class ExtendHold:
 
     request_id: str
     node: str
+    hold: disruption.Hold
+    """The hold as the request carries it: the lifecycle action the heartbeat names."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -128,6 +130,7 @@ class CompleteHold:
 
     request_id: str
     node: str
+    hold: disruption.Hold
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

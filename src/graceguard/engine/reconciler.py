@@ -414,7 +414,7 @@ class _NodePlanner:
             if not any(r.covers(p) for p in live):
                 self.completed.add(r.id)
                 self.out.append(
-                    act.CompleteHold(r.id, r.node)
+                    act.CompleteHold(r.id, r.node, r.hold)
                     if r.hold is not None
                     else act.DrainComplete(r.id, r.node)
                 )
@@ -425,7 +425,7 @@ class _NodePlanner:
                 continue
             early = request.hold.heartbeat_timeout / HEARTBEAT_BATCH
             if self.now >= request.hold.heartbeat_due - early:
-                self.out.append(act.ExtendHold(request.id, request.node))
+                self.out.append(act.ExtendHold(request.id, request.node, request.hold))
                 # The heartbeat restarts the hold's timeout: wake for the one after it.
                 self.wake.at_least(self.now + request.hold.heartbeat_timeout / 2, self.now)
             else:

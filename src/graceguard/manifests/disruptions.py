@@ -27,6 +27,8 @@ API_VERSION = "graceguard.io/v1alpha1"
 KIND = "Disruption"
 NODE_LABEL = "graceguard.io/node"
 SOURCE_LABEL = "graceguard.io/source"
+HOLD_PROVIDER = "aws-autoscaling"
+"""``spec.hold.provider``: the one kind of hold there is, an EC2 Auto Scaling lifecycle hook."""
 SOURCE_PATTERN = disruption.SOURCE_PATTERN
 SOURCE_MAX = disruption.SOURCE_MAX
 MAX_STATUS_PODS = 200
@@ -44,14 +46,14 @@ class Finished:
     at: dt.datetime
 
 
-def _text(spec: Mapping[str, Any], key: str, *, required: bool = False) -> str:
+def _text(spec: Mapping[str, Any], key: str, *, required: bool = False, here: str = "spec") -> str:
     value = spec.get(key)
     if value is None or value == "":
         if required:
-            raise ManifestError(f"spec.{key}", "required")
+            raise ManifestError(f"{here}.{key}", "required")
         return ""
     if not isinstance(value, str):
-        raise ManifestError(f"spec.{key}", f"expected a string, got {value!r}")
+        raise ManifestError(f"{here}.{key}", f"expected a string, got {value!r}")
     return value
 
 
@@ -153,10 +155,16 @@ def request_from_object(doc: object) -> disruption.DisruptionRequest:
 def _hold(
     spec: Mapping[str, Any], status: Mapping[str, Any], requested: dt.datetime
 ) -> disruption.Hold | None:
+    """``spec.hold`` (with ``status.hold.lastHeartbeat``): the one reading of a hold, for the
+    engine's timing and for the lifecycle action the heartbeats name."""
     raw = spec.get("hold")
     if raw is None:
         return None
     hold = _mapping(raw, "spec.hold")
+    if hold.get("provider") != HOLD_PROVIDER:
+        raise ManifestError(
+            "spec.hold.provider", f"expected {HOLD_PROVIDER}, got {hold.get('provider')!r}"
+        )
     timeout_text = hold.get("heartbeatTimeout")
     if not isinstance(timeout_text, str):
         raise ManifestError("spec.hold.heartbeatTimeout", "required, a duration such as 5m")
@@ -171,7 +179,45 @@ def _hold(
     cap = _time(hold, "cap", "spec.hold.cap") or requested + disruption.ASG_HOOK_CAP
     held = _mapping(status.get("hold"), "status.hold")
     last = _time(held, "lastHeartbeat", "status.hold.lastHeartbeat") or requested
-    return disruption.Hold(heartbeat_timeout=timeout, last_heartbeat=last, cap=cap)
+    return disruption.Hold(
+        heartbeat_timeout=timeout, last_heartbeat=last, cap=cap, action=_action(hold)
+    )
+
+
+def _action(hold: Mapping[str, Any]) -> disruption.ActionRef:
+    """The lifecycle action ``spec.hold`` names: group and hook, and the instance or the token
+    (either names it, as the CRD says)."""
+    group = _text(hold, "autoScalingGroup", required=True, here="spec.hold")
+    hook = _text(hold, "lifecycleHook", required=True, here="spec.hold")
+    instance = _text(hold, "instanceId", here="spec.hold")
+    token = _text(hold, "lifecycleActionToken", here="spec.hold")
+    if not instance and not token:
+        raise ManifestError(
+            "spec.hold.instanceId",
+            "required (or spec.hold.lifecycleActionToken): the hold names no lifecycle action",
+        )
+    return disruption.ActionRef(group=group, hook=hook, instance_id=instance, token=token)
+
+
+def hold_spec(hold: disruption.Hold) -> dict[str, Any]:
+    """``spec.hold`` for ``hold`` (which names its lifecycle action)."""
+    if hold.action is None:
+        raise ValueError("a hold written to a Disruption names its lifecycle action")
+    spec = {
+        "provider": HOLD_PROVIDER,
+        "autoScalingGroup": hold.action.group,
+        "lifecycleHook": hold.action.hook,
+        "lifecycleActionToken": hold.action.token,
+        "instanceId": hold.action.instance_id,
+        "heartbeatTimeout": durations.format_duration(hold.heartbeat_timeout),
+        "cap": times.format_time(hold.cap),
+    }
+    return {key: value for key, value in spec.items() if value}
+
+
+def heartbeat_status(at: dt.datetime) -> dict[str, Any]:
+    """The status merge patch recording a heartbeat sent ``at``."""
+    return {"status": {"hold": {"lastHeartbeat": times.format_time(at)}}}
 
 
 def status_from_object(status: Mapping[str, Any]) -> disruption.DisruptionStatus | None:
@@ -236,7 +282,8 @@ def finished_from_object(doc: Mapping[str, Any]) -> Finished | None:
 
 
 def object_for(request: disruption.DisruptionRequest) -> dict[str, Any]:
-    """The ``Disruption`` object to create for ``request`` (named ``request.id``)."""
+    """The ``Disruption`` object to create for ``request`` (named ``request.id``), with its hold
+    in ``spec.hold`` (``status.hold.lastHeartbeat`` is written by each heartbeat)."""
     spec: dict[str, Any] = {
         "node": request.node,
         "scope": request.scope.value,
@@ -252,6 +299,8 @@ def object_for(request: disruption.DisruptionRequest) -> dict[str, Any]:
         spec["reason"] = request.reason
     if request.requested_by:
         spec["requestedBy"] = request.requested_by
+    if request.hold is not None:
+        spec["hold"] = hold_spec(request.hold)
     return {
         "apiVersion": API_VERSION,
         "kind": KIND,

@@ -9,6 +9,7 @@ import logging
 from typing import Any
 
 from graceguard.adapters.aws import activities, clients, lifecycle, sqs
+from graceguard.adapters.kube import disruptions as kube_disruptions
 from graceguard.adapters.kube import interruptions as kube_interruptions
 from graceguard.adapters.kube import view as kube_view
 from graceguard.adapters.kube import writer as kube_writer
@@ -48,12 +49,10 @@ def wire(
 ) -> Wired:
     calls = clients.AwsCalls(endpoint=options.endpoint, region=options.region)
     hooks = lifecycle.AutoscalingHooks(calls)
-    keeper = holds.AsgHoldKeeper(
-        autoscaling=hooks, records=kube_interruptions.KubeHoldRecords(client), clock=_clock
-    )
-    found = kube_interruptions.KubeDisruptions(
+    found = kube_disruptions.DisruptionStore(
         client, cached=kube_interruptions.cached_phase(view.disruptions.store)
     )
+    keeper = holds.AsgHoldKeeper(autoscaling=hooks, records=found, clock=_clock)
     worker = aws_queue.QueueWorker(
         queue=sqs.SqsQueue(calls, url=options.queue_url),
         interruptions=interruptions.Interruptions(
@@ -68,11 +67,17 @@ def wire(
         disruptions=found,
         leadership=leadership,
         visibility_seconds=options.visibility_seconds,
-        check_seconds=min(aws_queue.CHECK_SECONDS, options.visibility_seconds / 3),
+        extend_seconds=min(aws_queue.EXTEND_SECONDS, options.visibility_seconds / 3),
+        disruptions_changed=view.disruptions.updated,
     )
 
     async def close() -> None:
         calls.close()
 
     log.info("AWS interruption queue %s (leader only)", options.queue_url)
-    return Wired(holds=keeper, tasks={"aws-queue": worker.run}, cleanups=[close], worker=worker)
+    return Wired(
+        holds=keeper,
+        tasks={"aws-queue": worker.run, "aws-settle": worker.settle_run},
+        cleanups=[close],
+        worker=worker,
+    )

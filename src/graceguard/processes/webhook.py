@@ -2,7 +2,7 @@
 
 Informers and facts (``LiveAdmissionState``), events through ``LightkubeWriter``, refusals to the
 ledger (``LazyLedger``, opened on first use), the ``Disruption`` objects a takeover opens through
-``DisruptionCreator``, the HTTPS server with a certificate reloaded when its files change, probes
+``DisruptionStore``, the HTTPS server with a certificate reloaded when its files change, probes
 and metrics. ``supervisor.supervise`` runs it all and shuts it down in
 order: the HTTPS server stops taking reviews, the reports already started finish, then the
 ledger and the client close.
@@ -55,7 +55,7 @@ async def run(
         state=state,
         events=writer.LightkubeWriter(client, instance=identity, component=COMPONENT),
         denials=denials,
-        opener=disruptions.DisruptionCreator(client),
+        opener=disruptions.DisruptionStore(client),
         trusted=trusted,
         failure_policy=failure_policy,
         clock=lambda: dt.datetime.now(dt.UTC),

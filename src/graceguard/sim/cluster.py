@@ -192,12 +192,12 @@ class SimCluster:
 
     # ---- HoldKeeper ----
 
-    async def heartbeat(self, *, request_id: str, node: str) -> None:
+    async def heartbeat(self, *, request_id: str, node: str, hold: disruption.Hold) -> None:
         # Nothing in the cluster changes: like the real controller, the engine is not called
         # again for it; its next_wakeup must cover the next heartbeat.
         self.world.requests.heartbeat(request_id, self.world.now)
 
-    async def release(self, *, request_id: str, node: str) -> None:
+    async def release(self, *, request_id: str, node: str, hold: disruption.Hold) -> None:
         if self.world.requests.release(
             request_id, self.world.now, "drained: CONTINUE the lifecycle action"
         ):

@@ -14,7 +14,7 @@ import botocore.exceptions
 
 from graceguard.adapters.aws import clients
 from graceguard.controller import ports
-from graceguard.domain import interruptions
+from graceguard.domain import disruption
 
 HOOK_TTL = 300.0
 """Seconds a hook's HeartbeatTimeout is reused before it is described again."""
@@ -48,22 +48,22 @@ class AutoscalingHooks:
                 return timeout
         raise LookupError(f"group {group} has no lifecycle hook {hook}")
 
-    async def record_heartbeat(self, *, action: interruptions.ActionRef) -> None:
+    async def record_heartbeat(self, *, action: disruption.ActionRef) -> None:
         await self._call(self._client.record_lifecycle_action_heartbeat, action, {})
 
-    async def complete(self, *, action: interruptions.ActionRef, result: str) -> None:
+    async def complete(self, *, action: disruption.ActionRef, result: str) -> None:
         await self._call(
             self._client.complete_lifecycle_action, action, {"LifecycleActionResult": result}
         )
 
-    async def _call(self, fn: Any, action: interruptions.ActionRef, extra: dict[str, str]) -> None:
+    async def _call(self, fn: Any, action: disruption.ActionRef, extra: dict[str, str]) -> None:
         try:
+            names = {"InstanceId": action.instance_id, "LifecycleActionToken": action.token}
             await self._calls.run(
                 fn,
                 AutoScalingGroupName=action.group,
                 LifecycleHookName=action.hook,
-                InstanceId=action.instance_id,
-                LifecycleActionToken=action.token,
+                **{key: value for key, value in names.items() if value},  # either names it
                 **extra,
             )
         except botocore.exceptions.ClientError as err:

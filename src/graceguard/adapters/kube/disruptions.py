@@ -1,40 +1,265 @@
-"""Creating ``Disruption`` objects (``manifests.disruptions.object_for``): the webhook's
-``DisruptionOpener`` for a takeover, and ``graceguard drain``'s request.
+"""The ``Disruption`` store: every creation, read and write of a ``Disruption`` object
+(``graceguard.io/v1alpha1``) on the Kubernetes API goes through ``DisruptionStore``, and every
+document it sends or reads is ``manifests.disruptions``'s (the one reading of a request, its
+status and its hold). The controller's informer (``adapters.kube.view``) reads the same objects
+through the same manifests module.
 
-The object's name is the request's id; a create that finds one of that name already (409
-AlreadyExists: another webhook replica took the same node over in the same minute) answers
-``False``, joined.
+Creating: the object's name is the request's id; a create that finds one of that name already
+(409 AlreadyExists: another webhook replica took the same node over in the same minute, a
+redelivered SQS message) answers ``False``, joined. ``open_for_node`` (``graceguard drain``) joins
+an open node-wide Disruption of that name and makes way for a finished one with a suffix.
+
+Writing: a status is written over the version the round read (409: ``StatusWrite.CHANGED``); a
+cancel reads the object, leaves a finished one as it is and writes over the version it read.
+A Disruption CRD that is not installed comes out as ``client.KubeError`` naming it.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import datetime as dt
+import logging
+import secrets
 import typing
+from collections.abc import Callable
+from typing import Any
 
 import lightkube
 from lightkube.core.exceptions import ApiError
+from lightkube.types import PatchType
 
-from graceguard.adapters.kube import resources
+from graceguard.adapters.kube import client, resources
+from graceguard.controller import ports
 from graceguard.domain import disruption
 from graceguard.manifests import disruptions
+from graceguard.manifests.errors import ManifestError
+
+log = logging.getLogger(__name__)
+
+NO_CRD = (
+    "the Disruption CRD is not installed (kubectl apply -f deploy/crds/disruption.yaml, or "
+    "install the chart)"
+)
+FINISHED = frozenset({disruption.Phase.DONE, disruption.Phase.CANCELLED})
+"""Phases a cancel leaves as they are."""
+CONFLICTS = 5
+"""Reads and writes a cancel tries before it gives up on an object that keeps changing."""
 
 
-class DisruptionCreator:
-    """``webhook.ports.DisruptionOpener`` on the Kubernetes API."""
+@dataclasses.dataclass(frozen=True, slots=True)
+class Stored:
+    """A ``Disruption`` object as read now."""
 
-    def __init__(self, client: lightkube.AsyncClient) -> None:
-        self._client = client
+    name: str
+    version: str
+    """``metadata.resourceVersion``."""
+    status: disruption.DisruptionStatus | None
+    """``None``: none reported yet (or one this graceguard cannot read)."""
+
+    @property
+    def phase(self) -> disruption.Phase:
+        return self.status.phase if self.status is not None else disruption.Phase.PENDING
+
+
+class DisruptionStore:
+    """The one way to the ``Disruption`` objects on the API server: ``webhook.ports.
+    DisruptionOpener``, ``controller.ports.Disruptions`` and ``HoldRecords``, the status writes
+    of ``LightkubeWriter``, the node agent's and ``graceguard drain``'s.
+
+    ``cached``: a phase lookup in the controller's informer store (``view.cached_phase``),
+    asked before the API; it answers ``None`` for the names it does not know."""
+
+    def __init__(
+        self,
+        api: lightkube.AsyncClient,
+        *,
+        cached: Callable[[str], disruption.Phase | None] | None = None,
+    ) -> None:
+        self._api = api
+        self._cached = cached
+
+    # ---- creating ----
 
     async def open_disruption(self, request: disruption.DisruptionRequest) -> bool:
-        return await self.create(disruptions.object_for(request))
-
-    async def create(self, doc: dict[str, typing.Any]) -> bool:
-        """Create the Disruption object ``doc``; ``False`` when one of that name exists (409:
-        joined, as the names are deterministic)."""
-        body = resources.Disruption.from_dict(doc)
+        """Create the object for ``request`` (its hold in ``spec.hold``); ``False`` when one of
+        that name exists (409: joined, as the names are deterministic)."""
         try:
-            await self._client.create(typing.cast(typing.Any, body))
+            await self._create(request)
         except ApiError as err:
             if err.status.code == 409:
                 return False
             raise
         return True
+
+    async def open_for_node(
+        self, request: disruption.DisruptionRequest
+    ) -> tuple[disruption.DisruptionRequest, bool]:
+        """Create the object for a node-wide ``request``; when one of that name is open and
+        node-wide already, that one and ``False``. A finished one of that name (an empty node
+        drained twice within a minute) makes way for a name with a suffix."""
+        for attempt in range(3):
+            try:
+                await self._create(request)
+            except ApiError as err:
+                if err.status.code != 409 or attempt == 2:
+                    raise
+                found = await self.request(request.id)
+                if found is not None and _open_node_wide(found, request.node):
+                    return found, False
+                stem = request.id[:240].rstrip("-.")
+                request = dataclasses.replace(request, id=f"{stem}.{secrets.token_hex(3)}")
+                continue
+            return request, True
+        raise AssertionError("not reached: the third attempt returns or raises")
+
+    async def _create(self, request: disruption.DisruptionRequest) -> None:
+        body = resources.Disruption.from_dict(disruptions.object_for(request))
+        try:
+            await self._api.create(typing.cast(Any, body))
+        except ApiError as err:
+            if err.status.code == 404:
+                raise client.KubeError(NO_CRD) from None
+            raise
+
+    # ---- reading ----
+
+    async def read(self, name: str) -> Stored | None:
+        """The object ``name`` now; ``None`` when there is none."""
+        doc = await self._get(name)
+        if doc is None:
+            return None
+        meta = doc.get("metadata") or {}
+        return Stored(
+            name=name,
+            version=str(meta.get("resourceVersion") or ""),
+            status=disruptions.status_from_object(doc.get("status") or {}),
+        )
+
+    async def request(self, name: str) -> disruption.DisruptionRequest | None:
+        """The request the object ``name`` holds (``None``: gone, or it cannot be read)."""
+        doc = await self._get(name)
+        if doc is None:
+            return None
+        try:
+            return disruptions.request_from_object(doc)
+        except ManifestError as err:
+            log.info("Disruption %s cannot be read: %s", name, err)
+            return None
+
+    async def phase(self, *, request_id: str) -> disruption.Phase | None:
+        """Its phase now (``Pending`` when nothing is reported yet); ``None`` when gone."""
+        if self._cached is not None:
+            known = self._cached(request_id)
+            if known is not None:
+                return known
+        found = await self.read(request_id)
+        return found.phase if found is not None else None
+
+    async def open_on(self, node: str) -> list[disruption.DisruptionRequest]:
+        """The node-wide Disruptions open on ``node`` (not Done or Cancelled), earliest first;
+        one that cannot be read is left out (the controller reports it in its status)."""
+        found: list[disruption.DisruptionRequest] = []
+        try:
+            async for obj in self._api.list(
+                resources.Disruption,
+                labels={disruptions.NODE_LABEL: disruptions.label_value(node)},
+            ):
+                try:
+                    request = disruptions.request_from_object(_doc(obj))
+                except ManifestError:
+                    continue
+                if _open_node_wide(request, node):
+                    found.append(request)
+        except ApiError as err:
+            if err.status.code == 404:
+                raise client.KubeError(NO_CRD) from None
+            raise
+        return sorted(found, key=lambda r: (r.requested_at, r.id))
+
+    async def _get(self, name: str) -> dict[str, Any] | None:
+        try:
+            return _doc(await self._api.get(resources.Disruption, name))
+        except ApiError as err:
+            if err.status.code == 404:
+                return None
+            raise
+
+    # ---- writing ----
+
+    async def write_status(
+        self, *, request_id: str, status: disruption.DisruptionStatus, read_version: str | None
+    ) -> ports.StatusWrite:
+        """``status`` over ``read_version`` (none: unconditionally)."""
+        body: dict[str, Any] = {"status": disruptions.status_document(status)}
+        if read_version:
+            # A precondition: the API server applies the patch only to this very version.
+            body["metadata"] = {"resourceVersion": read_version}
+        try:
+            await self._api.patch(
+                resources.Disruption.Status, request_id, body, patch_type=PatchType.MERGE
+            )
+        except ApiError as err:
+            if err.status.code == 409:  # Conflict: not the version read (the executor logs it)
+                return ports.StatusWrite.CHANGED
+            if err.status.code == 404:
+                log.info("disruption %s is gone; its status was not written", request_id)
+                return ports.StatusWrite.GONE
+            raise
+        return ports.StatusWrite.WRITTEN
+
+    async def cancel(self, *, request_id: str, at: dt.datetime, message: str) -> None:
+        """Mark it ``Cancelled`` over the version read: one already finished (``Done``: the
+        node was drained before the shutdown was called off) keeps its phase; one gone is fine;
+        a conflict is read again."""
+        status = disruption.DisruptionStatus(
+            disruption.Phase.CANCELLED, completed_at=at, message=message
+        )
+        for _ in range(CONFLICTS):
+            found = await self.read(request_id)
+            if found is None:
+                return
+            if found.phase in FINISHED:
+                log.info("Disruption %s is already %s: left as it is", request_id, found.phase)
+                return
+            written = await self.write_status(
+                request_id=request_id, status=status, read_version=found.version
+            )
+            if written is not ports.StatusWrite.CHANGED:
+                return
+        raise RuntimeError(
+            f"Disruption {request_id} kept changing under the cancel ({CONFLICTS} conflicts)"
+        )
+
+    async def record_heartbeat(self, *, request_id: str, at: dt.datetime) -> None:
+        """``status.hold.lastHeartbeat``: the next heartbeat is due from it, for any leader."""
+        try:
+            await self._api.patch(
+                resources.Disruption.Status,
+                request_id,
+                disruptions.heartbeat_status(at),
+                patch_type=PatchType.MERGE,
+            )
+        except ApiError as err:
+            if err.status.code != 404:
+                raise
+            log.info("disruption %s is gone; its heartbeat was not recorded", request_id)
+
+    async def delete(self, *, request_id: str) -> None:
+        try:
+            await self._api.delete(resources.Disruption, request_id)
+        except ApiError as err:
+            if err.status.code != 404:
+                raise
+
+
+def _open_node_wide(request: disruption.DisruptionRequest, node: str) -> bool:
+    """A Disruption of ``node`` covering the node (not one pod), not Done or Cancelled."""
+    finished = request.status is not None and request.status.phase in FINISHED
+    return request.node == node and request.scope is not disruption.Scope.POD and not finished
+
+
+def _doc(obj: object) -> dict[str, Any]:
+    if isinstance(obj, dict):
+        return obj
+    to_dict = getattr(obj, "to_dict", None)
+    return typing.cast(dict[str, Any], to_dict() if callable(to_dict) else dict(obj))  # type: ignore[call-overload]

@@ -18,11 +18,8 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import pathlib
-import secrets
-import typing
-from collections.abc import Mapping
 from types import TracebackType
-from typing import Any, Self
+from typing import Self
 
 import lightkube
 from lightkube.core.exceptions import ApiError
@@ -30,17 +27,14 @@ from lightkube.resources.authentication_v1 import SelfSubjectReview
 from lightkube.resources.core_v1 import Node, Pod
 from lightkube.types import PatchType
 
-from graceguard.adapters.kube import client, resources, view
+from graceguard.adapters.kube import client, view
+from graceguard.adapters.kube import disruptions as kube_disruptions
 from graceguard.domain import annotations as ann
 from graceguard.domain import disruption, times
 from graceguard.manifests import disruptions
 
 REQUESTED_BY = "graceguard drain"
 """``spec.requestedBy`` when the API server does not say who the caller is."""
-NO_CRD = (
-    "the Disruption CRD is not installed (kubectl apply -f deploy/crds/disruption.yaml, or "
-    "install the chart)"
-)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -99,6 +93,7 @@ class NodeDrains:
 
     def __init__(self, *, kubeconfig: pathlib.Path | None) -> None:
         self._client = client.connect(kubeconfig)
+        self._disruptions = kube_disruptions.DisruptionStore(self._client)
 
     async def open(
         self,
@@ -127,56 +122,18 @@ class NodeDrains:
                 reason=reason,
                 requested_by=await self._who_am_i(),
             )
-            found = await self._create(request)
-            if found is not None:
-                return found
+            opened, created = await self._disruptions.open_for_node(request)
+            if not created:
+                return _drain_request(opened, opened=False)
             await self._client.patch(
                 Node, node, {"spec": {"unschedulable": True}}, patch_type=PatchType.MERGE
             )
-        return DrainRequest(
-            node=node, name=request.id, source=source, requested_at=requested_at, opened=True
-        )
-
-    async def _create(self, request: disruption.DisruptionRequest) -> DrainRequest | None:
-        """Create the object; ``None`` when created, the open one when a request of that name is
-        open already. A finished one of that name (an empty node drained twice within a minute)
-        makes way for a name with a suffix."""
-        for attempt in range(3):
-            doc = disruptions.object_for(request)
-            try:
-                await self._client.create(typing.cast(Any, resources.Disruption.from_dict(doc)))
-            except ApiError as err:
-                if err.status.code == 404:
-                    raise client.KubeError(NO_CRD) from None
-                if err.status.code != 409 or attempt == 2:
-                    raise
-                raw = _raw(await self._client.get(resources.Disruption, request.id))
-                if _open_node_wide(raw, request.node):
-                    return _drain_request(raw, request.node)
-                suffix = secrets.token_hex(3)
-                stem = request.id[:240].rstrip("-.")
-                request = dataclasses.replace(request, id=f"{stem}.{suffix}")
-                continue
-            return None
-        return None  # not reached: the third attempt returns or raises
+        return _drain_request(opened, opened=True)
 
     async def _open_on(self, node: str) -> DrainRequest | None:
         """The earliest node-wide disruption open on ``node``, if any."""
-        found: list[DrainRequest] = []
-        try:
-            async for obj in self._client.list(
-                resources.Disruption,
-                labels={disruptions.NODE_LABEL: disruptions.label_value(node)},
-            ):
-                raw = _raw(obj)
-                if _open_node_wide(raw, node):
-                    found.append(_drain_request(raw, node))
-        except ApiError as err:
-            if err.status.code == 404:
-                raise client.KubeError(NO_CRD) from None
-            raise
-        never = dt.datetime.max.replace(tzinfo=dt.UTC)
-        return min(found, key=lambda r: (r.requested_at or never, r.name), default=None)
+        found = await self._disruptions.open_on(node)
+        return _drain_request(found[0], opened=False) if found else None
 
     async def _who_am_i(self) -> str:
         """The username the API server authenticated (a SelfSubjectReview), else
@@ -191,28 +148,19 @@ class NodeDrains:
     async def progress(self, *, node: str, name: str) -> DrainProgress:
         """The disruption ``name``'s phase and the pods still on ``node``."""
         with client.api_errors():
-            try:
-                raw: dict[str, Any] | None = _raw(
-                    await self._client.get(resources.Disruption, name)
-                )
-            except ApiError as err:
-                if err.status.code != 404:
-                    raise
-                raw = None
+            found = await self._disruptions.read(name)
             pods = [
                 _pod_left(p)
                 async for p in self._client.list(
                     Pod, namespace=lightkube.ALL_NS, fields={"spec.nodeName": node}
                 )
             ]
-        status = _mapping((raw or {}).get("status"))
-        phase = status.get("phase")
-        message = status.get("message")
+        status = found.status if found is not None else None
         return DrainProgress(
             node=node,
             name=name,
-            phase=None if raw is None else phase if isinstance(phase, str) else "",
-            message=message if isinstance(message, str) else "",
+            phase=None if found is None else status.phase.value if status is not None else "",
+            message=status.message if status is not None else "",
             pods=tuple(pods),
         )
 
@@ -247,41 +195,13 @@ def has_node(cluster_view: view.ClusterView, node: str) -> bool:
     return node in cluster_view.nodes.store
 
 
-def _raw(obj: Any) -> dict[str, Any]:
-    return dict(obj.to_dict() if hasattr(obj, "to_dict") else obj)
-
-
-def _mapping(value: object) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
-def _time(raw: object) -> dt.datetime | None:
-    if not isinstance(raw, str):
-        return None
-    try:
-        return times.parse_time(raw)
-    except times.TimeError:
-        return None
-
-
-def _open_node_wide(raw: Mapping[str, Any], node: str) -> bool:
-    """A Disruption of ``node`` covering the node (not one pod), not Done or Cancelled."""
-    spec = _mapping(raw.get("spec"))
-    phase = _mapping(raw.get("status")).get("phase")
-    finished = phase in (disruption.Phase.DONE.value, disruption.Phase.CANCELLED.value)
-    return spec.get("node") == node and spec.get("scope") != "pod" and not finished
-
-
-def _drain_request(raw: Mapping[str, Any], node: str) -> DrainRequest:
-    spec = _mapping(raw.get("spec"))
-    meta = _mapping(raw.get("metadata"))
-    source = spec.get("source")
+def _drain_request(request: disruption.DisruptionRequest, *, opened: bool) -> DrainRequest:
     return DrainRequest(
-        node=node,
-        name=str(meta.get("name", "")),
-        source=source if isinstance(source, str) else "?",
-        requested_at=_time(spec.get("requestedAt")) or _time(meta.get("creationTimestamp")),
-        opened=False,
+        node=request.node,
+        name=request.id,
+        source=request.source,
+        requested_at=request.requested_at,
+        opened=opened,
     )
 
 

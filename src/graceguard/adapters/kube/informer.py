@@ -77,6 +77,9 @@ class Informer(Generic[T]):
         self.store: dict[str, T] = {}
         self.versions: dict[str, str] = {}
         self.synced = asyncio.Event()
+        self.updated = asyncio.Event()
+        """Set on every change of this store, as ``changed`` (shared by the informers) is: for
+        one waiter on this resource alone, who clears it."""
         self.available = True
         """False when the resource does not exist on the server (an optional CRD)."""
         self.generation = 0
@@ -201,3 +204,4 @@ class Informer(Generic[T]):
     def _changed_store(self) -> None:
         self.generation += 1
         self._changed.set()
+        self.updated.set()

@@ -26,7 +26,7 @@ from graceguard.adapters.kube import events, resources
 from graceguard.adapters.kube import view as kube_view
 from graceguard.agent import ports
 from graceguard.domain import cluster, disruption, policy, times
-from graceguard.manifests import disruptions, pods
+from graceguard.manifests import pods
 from graceguard.manifests.errors import ManifestError
 
 log = logging.getLogger(__name__)
@@ -34,62 +34,24 @@ log = logging.getLogger(__name__)
 TAINT = "graceguard.io/shutdown"
 CONDITION = "GracefulShutdownHeld"
 COMPONENT = "graceguard-agent"
-FINISHED = frozenset({disruption.Phase.DONE, disruption.Phase.CANCELLED})
-"""Phases a cancel leaves as they are."""
 
 
 class KubeNodeCluster:
     def __init__(self, client: lightkube.AsyncClient, *, instance: str | None = None) -> None:
         self._client = client
-        self._creator = kube_disruptions.DisruptionCreator(client)
+        self._disruptions = kube_disruptions.DisruptionStore(client)
         self._instance = instance or os.environ.get("POD_NAME", "graceguard-agent")
 
     async def open_disruption(self, request: disruption.DisruptionRequest) -> bool:
-        return await self._creator.open_disruption(request)
+        return await self._disruptions.open_disruption(request)
 
     async def disruption_phase(self, request_id: str) -> disruption.Phase | None:
-        try:
-            doc = await self._client.get(resources.Disruption, request_id)
-        except ApiError as err:
-            if err.status.code == 404:
-                return None
-            raise
-        status = disruptions.status_from_object(_doc(doc).get("status") or {})
-        return status.phase if status is not None else disruption.Phase.PENDING
+        return await self._disruptions.phase(request_id=request_id)
 
     async def cancel_disruption(self, *, request_id: str, at: dt.datetime, message: str) -> None:
-        """Mark it ``Cancelled`` over the version read, as the controller writes its status: a
-        Disruption already finished (``Done``: the node was drained before the shutdown was
-        called off) keeps its phase; one gone is fine; a conflict is read again."""
-        status = disruption.DisruptionStatus(
-            disruption.Phase.CANCELLED, completed_at=at, message=message
-        )
-        for _ in range(5):
-            try:
-                doc = _doc(await self._client.get(resources.Disruption, request_id))
-            except ApiError as err:
-                if err.status.code == 404:
-                    return
-                raise
-            found = disruptions.status_from_object(doc.get("status") or {})
-            if found is not None and found.phase in FINISHED:
-                log.info("Disruption %s is already %s: left as it is", request_id, found.phase)
-                return
-            patch = {
-                "metadata": {"resourceVersion": doc["metadata"]["resourceVersion"]},
-                "status": disruptions.status_document(status),
-            }
-            try:
-                await self._client.patch(
-                    resources.Disruption.Status, request_id, patch, patch_type=PatchType.MERGE
-                )
-                return
-            except ApiError as err:
-                if err.status.code == 404:
-                    return
-                if err.status.code != 409:
-                    raise
-        raise RuntimeError(f"Disruption {request_id} kept changing under the cancel (5 conflicts)")
+        """Mark it ``Cancelled`` over the version read, as the controller writes its status
+        (``DisruptionStore.cancel``: a finished one keeps its phase, one gone is fine)."""
+        await self._disruptions.cancel(request_id=request_id, at=at, message=message)
 
     async def pods_on_node(self, node: str) -> Sequence[cluster.Pod]:
         found: list[cluster.Pod] = []

@@ -3,9 +3,9 @@
 Notices: the ``PodEviction`` condition goes through the status subresource (strategic merge on
 ``conditions``, keyed by ``type``), the annotations through a JSON merge patch. Events are core
 ``v1`` Events reported by ``graceguard``. Evictions use the Eviction subresource with the pod's own
-grace period; 429 means a budget or a webhook refused. A ``Disruption``'s progress goes to its
-status subresource (a JSON merge patch of ``manifests.disruptions.status_document``) carrying
-the ``metadata.resourceVersion`` the controller's round read, so the API server refuses it (409
+grace period; 429 means a budget or a webhook refused. A ``Disruption``'s progress goes through
+the Disruption store (``adapters.kube.disruptions``) to its status subresource, carrying the
+``metadata.resourceVersion`` the controller's round read, so the API server refuses it (409
 Conflict) when anyone changed the object since: a Disruption cancelled or completed by someone else
 mid-round is never written back to the phase the round planned from. One deleted meanwhile is
 simply gone.
@@ -16,7 +16,6 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import os
-import typing
 from collections.abc import Mapping
 
 import lightkube
@@ -25,12 +24,12 @@ from lightkube.models.meta_v1 import DeleteOptions, ObjectMeta
 from lightkube.resources.core_v1 import Node, Pod
 from lightkube.types import PatchType
 
-from graceguard.adapters.kube import events, resources
+from graceguard.adapters.kube import disruptions as kube_disruptions
+from graceguard.adapters.kube import events
 from graceguard.controller import ports
 from graceguard.domain import annotations as ann
 from graceguard.domain import disruption, notices, times
 from graceguard.engine import actions as act
-from graceguard.manifests import disruptions
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +46,7 @@ class LightkubeWriter:
         component: str = "graceguard.io/controller",
     ) -> None:
         self._client = client
+        self._disruptions = kube_disruptions.DisruptionStore(client)
         self._instance = instance or os.environ.get("POD_NAME", "graceguard")
         self._component = component
 
@@ -178,26 +178,9 @@ class LightkubeWriter:
         status: disruption.DisruptionStatus,
         read_version: str | None,
     ) -> ports.StatusWrite:
-        body: dict[str, typing.Any] = {"status": disruptions.status_document(status)}
-        if read_version:
-            # A precondition: the API server applies the patch only to this very version.
-            body["metadata"] = {"resourceVersion": read_version}
-        try:
-            await self._client.patch(
-                resources.Disruption.Status, request_id, body, patch_type=PatchType.MERGE
-            )
-        except ApiError as err:
-            if err.status.code == 409:  # Conflict: not the version read (the executor logs it)
-                return ports.StatusWrite.CHANGED
-            if err.status.code == 404:
-                log.info("disruption %s is gone; its status was not written", request_id)
-                return ports.StatusWrite.GONE
-            raise
-        return ports.StatusWrite.WRITTEN
+        return await self._disruptions.write_status(
+            request_id=request_id, status=status, read_version=read_version
+        )
 
     async def delete_disruption(self, *, request_id: str) -> None:
-        try:
-            await self._client.delete(resources.Disruption, request_id)
-        except ApiError as err:
-            if err.status.code != 404:
-                raise
+        await self._disruptions.delete(request_id=request_id)
