@@ -7,12 +7,12 @@ STAMP := $(VENV)/.installed
 
 .PHONY: demo test venv lint typecheck imports unit scenarios badinput integration e2e bench clean \
         cluster-build cluster-up cluster-down helm crds crds-check chart chart-check postgres \
-        dist image dbusmock aemm
+        dist image dbusmock aemm node node-deps
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip==26.3
-	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install --quiet -e '.[dev,timeline]'
 	touch $(STAMP)
 
 venv: $(STAMP)
@@ -23,7 +23,7 @@ demo: $(STAMP)
 
 ## test: every tier — lint, types, layers, unit + property, scenarios, the real control plane
 ## (which tier a new test belongs to, by what is real in it: tests/README.md)
-test: lint typecheck imports chart-check unit scenarios badinput integration e2e
+test: lint typecheck imports chart-check unit scenarios badinput integration e2e node
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests bench hack
@@ -157,14 +157,31 @@ CONTROLPLANE := GO=$(GO) $(PY) hack/controlplane.py
 cluster-build: $(STAMP)
 	@$(CONTROLPLANE) build
 
-## cluster-up: start a control plane on 127.0.0.1; the last line printed is its kubeconfig
-cluster-up: cluster-build
-	@$(CONTROLPLANE) up
+## cluster-up: start a control plane on 127.0.0.1; the last line printed is its kubeconfig.
+## REAL_NODE=1: with two real nodes (kubelet, containerd; hack/realnode.py) and `make image`'s
+## image, the pause image and a test workload imported into their containerd
+REALNODE := GO=$(GO) $(PY) hack/realnode.py
+cluster-up: cluster-build $(if $(REAL_NODE),node-deps image)
+	@$(if $(REAL_NODE),$(REALNODE) up --image out/image,$(CONTROLPLANE) up)
 
-## cluster-down: stop the control plane started by cluster-up
+## cluster-down: stop what cluster-up started, real nodes included (mounts, cgroups, interfaces)
 cluster-down: $(STAMP)
-	@$(CONTROLPLANE) down
+	@$(REALNODE) down
+
+## node-deps: Debian's containerd, runc, CNI plugins, iptables (kube-proxy), conntrack, and gcc
+## for the pause image, installed when missing (hack/realnode.py)
+NODE_PACKAGES := containerd runc containernetworking-plugins iptables conntrack gcc libc6-dev
+node-deps:
+	@command -v containerd >/dev/null && command -v runc >/dev/null && test -x /usr/lib/cni/bridge && \
+	  command -v iptables-restore >/dev/null && command -v conntrack >/dev/null && \
+	  command -v gcc >/dev/null && test -f /usr/lib/x86_64-linux-gnu/libc.a || \
+	  (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y $(NODE_PACKAGES))
 
 ## e2e: tests against the real control plane (tests/e2e)
 e2e: cluster-build chart postgres dbusmock
 	$(PY) -m pytest tests/e2e -q
+
+## node: the real-node tier (tests/node): the control plane with two real nodes, graceguard's image
+## installed with helm in pods, a workload that gets its SIGTERM (hack/realnode.py)
+node: cluster-build node-deps image helm
+	$(PY) -m pytest tests/node -q

@@ -105,10 +105,10 @@ rm -f "$wheelhouse/$(basename "$wheel")"  # the wheel installed is the one given
 rm -rf "$deps$site/bin"  # console scripts written for the build's interpreter
 mkdir -p "$app$site" "$app/usr/local/bin"
 mv "$deps$site"/graceguard "$deps$site"/graceguard-*.dist-info "$app$site/"
-# Not needed at run time: test suites, caches, C headers, Cython sources, matplotlib's sample data.
+# Not needed at run time: test suites, caches, C headers, Cython sources. matplotlib and numpy (only
+# `simulate --timeline FILE.png`) are the optional extra `timeline`, left out of the image.
 find "$deps$site" -depth -type d \( -name tests -o -name __pycache__ \) -exec rm -rf {} +
 find "$deps$site" -type f \( -name '*.pyx' -o -name '*.pxd' -o -name '*.c' -o -name '*.h' \) -delete
-rm -rf "$deps$site"/numpy/_core/include "$deps$site"/matplotlib/mpl-data/sample_data
 compile "$site" "$deps"
 compile "$site" "$app"
 cat >"$app/usr/local/bin/graceguard" <<'EOF'

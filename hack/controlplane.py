@@ -84,6 +84,8 @@ BINARIES = {
         "kube-scheduler",
         "kubectl",
         "etcd",
+        "kubelet",
+        "kube-proxy",
     ),
     "kwok": ("kwok",),
     "autoscaler": ("cluster-autoscaler",),
@@ -635,8 +637,21 @@ def _wait(what: str, check: Callable[[], bool], timeout: float, cp: ControlPlane
     )
 
 
-def start(workdir: Path, *, detach: bool = False, timeout: float = 60.0) -> ControlPlane:  # noqa: PLR0915 - the control plane's parts started in order
-    """Start etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok."""
+def start(  # noqa: PLR0915 - the control plane's parts started in order
+    workdir: Path,
+    *,
+    detach: bool = False,
+    timeout: float = 60.0,
+    address: str = "127.0.0.1",
+    apiserver_args: Sequence[str] = (),
+) -> ControlPlane:
+    """Start etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok.
+
+    ``address``: where kube-apiserver listens and what it advertises. On 127.0.0.1 (the default)
+    nothing in the cluster dials it through the ``kubernetes`` Service, which then has no
+    endpoints; hack/realnode.py gives its local bridge's address instead, so that pods reach it
+    at the Service's ClusterIP through kube-proxy. ``apiserver_args`` are added to its flags.
+    """
     if not is_fully_built():
         raise ControlPlaneError("control plane not built: run `make cluster-build`")
     workdir.mkdir(parents=True, exist_ok=True)
@@ -644,7 +659,7 @@ def start(workdir: Path, *, detach: bool = False, timeout: float = 60.0) -> Cont
     pki.mkdir(exist_ok=True)
     ports = {name: free_port() for name in ("etcd", "etcd-peer", "apiserver", "kcm", "scheduler")}
     ports["kwok"] = free_port()
-    server = f"https://127.0.0.1:{ports['apiserver']}"
+    server = f"https://{address}:{ports['apiserver']}"
 
     ca = new_ca()
     ca_crt, ca_key = ca.write(pki, "ca")
@@ -652,7 +667,7 @@ def start(workdir: Path, *, detach: bool = False, timeout: float = 60.0) -> Cont
         ca,
         "kube-apiserver",
         hosts=[
-            "127.0.0.1",
+            *dict.fromkeys(["127.0.0.1", address]),
             "localhost",
             str(next(ipaddress.ip_network(SERVICE_CIDR).hosts())),
             "kubernetes",
@@ -715,10 +730,11 @@ def start(workdir: Path, *, detach: bool = False, timeout: float = 60.0) -> Cont
             binary("kube-apiserver"),
             [
                 f"--etcd-servers={etcd_url}",
-                "--bind-address=127.0.0.1",
-                "--advertise-address=127.0.0.1",
-                # Nothing in the cluster dials the apiserver through the kubernetes Service.
-                "--endpoint-reconciler-type=none",
+                f"--bind-address={address}",
+                f"--advertise-address={address}",
+                # On 127.0.0.1 nothing in the cluster dials the apiserver through the kubernetes
+                # Service (and loopback cannot be an endpoint); elsewhere the Service's endpoint.
+                *(["--endpoint-reconciler-type=none"] if address == "127.0.0.1" else []),
                 f"--secure-port={ports['apiserver']}",
                 f"--tls-cert-file={apiserver_crt}",
                 f"--tls-private-key-file={apiserver_key}",
@@ -736,6 +752,7 @@ def start(workdir: Path, *, detach: bool = False, timeout: float = 60.0) -> Cont
                 # the node's InternalIP (127.0.0.1) and daemonEndpoints port (hack/kwok.yaml);
                 # with no --kubelet-certificate-authority its test certificate is not checked.
                 "--kubelet-preferred-address-types=InternalIP",
+                *apiserver_args,
             ],
         )
         ctx = ssl.create_default_context(cadata=ca.cert_pem.decode())

@@ -150,13 +150,11 @@ def test_the_chart_command_resolves_on_the_image_path(
 
 PROBE = """
 import importlib.util, os, pathlib, ssl, sys
-import sqlite3, asyncpg, aiosqlite, greenlet, boto3, dbus_fast, lightkube, numpy, yaml
+import sqlite3, asyncpg, aiosqlite, greenlet, boto3, dbus_fast, lightkube, yaml
 import cryptography.hazmat.primitives.asymmetric.ec as ec
 import sqlalchemy.ext.asyncio
-import matplotlib
-matplotlib.use("Agg")
-import matplotlib.pyplot
 import graceguard.processes.controller, graceguard.cli.main
+print("plots", importlib.util.find_spec("matplotlib"), importlib.util.find_spec("numpy"))
 ec.generate_private_key(ec.SECP256R1())
 sqlite3.connect(":memory:").execute("select 1")
 print("uid", os.getuid(), os.getgid())
@@ -176,16 +174,36 @@ def test_the_runtime_libraries_load_as_the_nonroot_user(
     image: Image,
 ) -> None:
     """Every C extension graceguard's code paths use finds its shared libraries in the image;
-    TLS has the CA bundle; matplotlib (simulate's plots) works with only /tmp writable."""
-    done = run(image, "/usr/bin/python3.11", "-c", PROBE, env={"MPLCONFIGDIR": "/tmp/mpl"})
+    TLS has the CA bundle; matplotlib and numpy (the optional ``timeline`` extra) are left out."""
+    done = run(image, "/usr/bin/python3.11", "-c", PROBE)
     assert done.returncode == 0, done.stderr
     facts = dict(line.split(" ", 1) for line in done.stdout.splitlines())
+    assert facts["plots"] == "None None"
     assert facts["uid"] == "65532 65532"
     assert int(facts["cas"]) > 100
     assert facts["home"] == "Read-only file system"
     assert facts["cached"] == f"/{SITE}/graceguard/cli/__pycache__/main.cpython-311.pyc"
     pyc = image[0] / facts["cached"].lstrip("/")
     assert pyc.read_bytes()[:4].hex() == facts["magic"], "bytecode for another interpreter"
+
+
+def test_a_png_timeline_in_the_image_names_the_extra_it_needs(image: Image) -> None:
+    """``simulate --timeline FILE.png`` without matplotlib: exit 2, one line naming the extra."""
+    scenario = image[0] / "home" / "nonroot" / "s.yaml"  # /tmp is the container's own tmpfs
+    shutil.copy(ROOT / "scenarios" / "eks-desired-size-1h-jobs.yaml", scenario)
+    try:
+        done = run(
+            image,
+            "graceguard",
+            "simulate",
+            f"/{scenario.relative_to(image[0])}",
+            "--timeline",
+            "/tmp/t.png",
+        )
+    finally:
+        scenario.unlink()
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "pip install 'graceguard[timeline]'" in done.stderr, done.stderr
 
 
 def test_every_module_is_precompiled(image: Image) -> None:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import pathlib
 import re
 import xml.etree.ElementTree as ET
 
+import pytest
 import yaml
 from typer.testing import CliRunner
 
@@ -89,6 +91,24 @@ def test_the_png_timeline(tmp_path: pathlib.Path) -> None:
     data = target.read_bytes()
     assert data.startswith(b"\x89PNG\r\n\x1a\n")
     assert len(data) > 20_000
+
+
+def test_a_png_without_the_timeline_extra_says_which_extra_before_running(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """matplotlib is the optional ``timeline`` extra (not in the image): without it a PNG is
+    refused at once, naming the extra; the image's own run is in tests/integration/test_image.py."""
+    real_find_spec = importlib.util.find_spec
+
+    def find_spec(name: str, *args: object) -> object:
+        return None if name == "matplotlib" else real_find_spec(name, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(importlib.util, "find_spec", find_spec)
+    target = tmp_path / "t.png"
+    code, out, err = invoke(ONE, "--timeline", str(target))
+    assert code == 2
+    assert "pip install 'graceguard[timeline]'" in err, err
+    assert out == "" and not target.exists()
 
 
 def test_an_unwritable_timeline_exits_2(tmp_path: pathlib.Path) -> None:

@@ -81,6 +81,11 @@ def _check_timeline(path: pathlib.Path) -> None:
         raise files.InputError(
             f"--timeline: {path} must end in .html or .png, got {path.suffix or 'no suffix'!r}"
         )
+    if path.suffix.lower() == ".png" and not timeline.can_draw_png():
+        raise files.InputError(
+            f"--timeline: {path}: a PNG needs matplotlib, the optional extra "
+            "(pip install 'graceguard[timeline]'); an .html timeline needs nothing"
+        )
     parent = path.parent
     if not parent.is_dir():
         raise files.InputError(f"--timeline: cannot write {path} (no directory {parent})")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import html as htmllib
+import importlib.util
 import io
 from collections.abc import Sequence
 
@@ -427,6 +428,15 @@ def _e(text: str) -> str:
 
 
 # ---- PNG (matplotlib) ------------------------------------------------------------------------
+
+
+PNG_EXTRA = "timeline"
+"""The optional extra that installs matplotlib (``pip install 'graceguard[timeline]'``)."""
+
+
+def can_draw_png() -> bool:
+    """matplotlib is installed (the ``timeline`` extra; the container image leaves it out)."""
+    return importlib.util.find_spec("matplotlib") is not None
 
 
 def png(results: Sequence[ScenarioRun]) -> bytes:
