@@ -3,6 +3,10 @@
 ``KubeError`` is the one error the rest of graceguard sees from the Kubernetes client for a
 kubeconfig it cannot load, an API server it cannot reach, or a request the API refused: a
 one-line message, for the CLI to print. ``connect`` and ``api_errors`` translate into it.
+
+``async_client`` is the one place graceguard's Kubernetes clients are built: each sends its
+requests through ``retry_after.RetryAfterTransport`` (a transient refusal with ``Retry-After`` is
+waited out within a bound), around httpx's transport with the kubeconfig's TLS settings.
 """
 
 from __future__ import annotations
@@ -15,8 +19,11 @@ from collections.abc import Iterator
 import httpx2
 import lightkube
 import yaml
+from lightkube.config import client_adapter
 from lightkube.config.kubeconfig import KubeConfig
 from lightkube.core.exceptions import ApiError
+
+from graceguard.adapters.kube import retry_after
 
 FIELD_MANAGER = "graceguard"
 KUBECONFIG_LIMIT = 3 * 1024 * 1024
@@ -72,7 +79,14 @@ def _from_file(path: pathlib.Path) -> KubeConfig:
 
 
 def async_client(kubeconfig: pathlib.Path | None = None) -> lightkube.AsyncClient:
-    return lightkube.AsyncClient(load_config(kubeconfig), field_manager=FIELD_MANAGER)
+    config = load_config(kubeconfig).get()
+    if config is None or config.user is None:
+        raise lightkube.ConfigError("the current context names no user")
+    # A transport given to httpx replaces the one it would build with lightkube's TLS settings,
+    # so the inner transport is built with them here (lightkube's own function).
+    verify = client_adapter.verify_cluster(config.cluster, config.user, config.abs_file)
+    transport = retry_after.RetryAfterTransport(httpx2.AsyncHTTPTransport(verify=verify))
+    return lightkube.AsyncClient(config, field_manager=FIELD_MANAGER, transport=transport)
 
 
 def connect(kubeconfig: pathlib.Path | None = None) -> lightkube.AsyncClient:
@@ -94,9 +108,16 @@ def api_errors() -> Iterator[None]:
     try:
         yield
     except ApiError as err:
-        raise KubeError(f"the API refused: {err.status.message}") from None
+        raise KubeError(f"the API refused: {err.status.message}{_gave_up(err)}") from None
     except httpx2.HTTPStatusError as err:  # a paged list sent through the generic client
         answer = err.response
-        raise KubeError(f"the API refused: {answer.status_code} {answer.reason_phrase}") from None
+        refused = f"{answer.status_code} {answer.reason_phrase}"
+        raise KubeError(f"the API refused: {refused}{_gave_up(err)}") from None
     except (httpx2.HTTPError, OSError) as err:
         raise KubeError(f"cannot reach the API server: {err}") from None
+
+
+def _gave_up(err: httpx2.HTTPStatusError) -> str:
+    """How long the refusal was waited out before giving up, when it was (``retry_after``)."""
+    retried = err.response.headers.get(retry_after.GAVE_UP_HEADER) if err.response else None
+    return f" (still refused after {retried}, honouring Retry-After)" if retried else ""
