@@ -1,7 +1,9 @@
 """Kubernetes through lightkube, one module per job:
 
-- ``client``: connecting (a kubeconfig, else in-cluster); ``resources``: the API resources read
-  as generic resources (plain dicts for ``graceguard.manifests``).
+- ``client``: connecting (a kubeconfig, else in-cluster), every client through
+  ``retry_after`` (a transient refusal with Retry-After waited out within a bound);
+  ``resources``: the API resources read as generic resources (plain dicts for
+  ``graceguard.manifests``).
 - ``informer``: list, then watch, into a store of domain values; ``view``: the controller's
   informers assembled into the engine's snapshot, the open, finished and rejected Disruptions and
   the policy (``controller.ports.View``); ``admission_state``: the webhook's informers and the
