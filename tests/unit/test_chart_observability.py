@@ -46,7 +46,8 @@ MATCHER = re.compile(r"([a-zA-Z_][a-zA-Z0-9_]*)\s*(?:=~|!~|!=|=)\s*\"")
 
 
 def _metric_objects() -> Iterator[prom.metrics.MetricWrapperBase]:
-    """Every metric defined in a ``graceguard.<package>.metrics`` module."""
+    """Every metric defined in a ``graceguard.<package>.metrics`` module: at its top level, or
+    by a class of it that owns its metrics (``controller.metrics.ControllerMetrics``)."""
     for info in pkgutil.iter_modules(graceguard.__path__):
         try:
             module = importlib.import_module(f"graceguard.{info.name}.metrics")
@@ -55,6 +56,10 @@ def _metric_objects() -> Iterator[prom.metrics.MetricWrapperBase]:
         for value in vars(module).values():
             if isinstance(value, prom.metrics.MetricWrapperBase):
                 yield value
+            elif isinstance(value, type) and value.__module__ == module.__name__:
+                for owned in vars(value()).values():
+                    if isinstance(owned, prom.metrics.MetricWrapperBase):
+                        yield owned
 
 
 def _exposed() -> dict[str, set[str]]:
@@ -210,10 +215,10 @@ def test_the_chart_app_version_is_the_package_version() -> None:
     assert container["image"] == f"{values['image']['repository']}:{project['version']}"
 
 
-def _deadline_series() -> dict[str, float]:
+def _deadline_series(counted: metrics.ControllerMetrics) -> dict[str, float]:
     return {
         s.labels["disruption"]: s.value
-        for f in metrics.REGISTRY.collect()
+        for f in counted.registry.collect()
         if f.name == "graceguard_disruption_deadline_seconds"
         for s in f.samples
     }
@@ -251,10 +256,13 @@ def test_the_deadline_gauge_follows_the_open_disruptions() -> None:
         requested_at=now,
     )
     result = reconciler.Reconciliation(actions=(), next_wakeup=None, plans=())
-    metrics.observe_round(result=result, outcomes=(), requests=[spot, held, free], now=now)
-    assert _deadline_series() == {"spot-n1": 120.0, "asg-n2": 1200.0}
+    counted = metrics.ControllerMetrics()
+    counted.observe_round(result=result, outcomes=(), requests=[spot, held, free], now=now)
+    assert _deadline_series(counted) == {"spot-n1": 120.0, "asg-n2": 1200.0}
     later = now + dt.timedelta(minutes=3)
-    metrics.observe_round(result=result, outcomes=(), requests=[spot], now=later)
-    assert _deadline_series() == {"spot-n1": -60.0}
-    metrics.observe_round(result=result, outcomes=(), requests=[], now=later)
-    assert _deadline_series() == {}
+    counted.observe_round(result=result, outcomes=(), requests=[spot], now=later)
+    assert _deadline_series(counted) == {"spot-n1": -60.0}
+    counted.observe_round(result=result, outcomes=(), requests=[], now=later)
+    assert _deadline_series(counted) == {}
+    # each owner counts apart: a second controller's metrics start empty
+    assert _deadline_series(metrics.ControllerMetrics()) == {}

@@ -45,8 +45,12 @@ class FakeSender:
         self.delivered.append(body["text"])
 
 
+METRICS = metrics.ControllerMetrics()
+"""The counts of the notifiers these tests run (each test reads its own change)."""
+
+
 def counted(event: str, outcome: str) -> float:
-    value = metrics.REGISTRY.get_sample_value(
+    value = METRICS.registry.get_sample_value(
         "graceguard_notifications_total", {"event": event, "outcome": outcome}
     )
     return value or 0.0
@@ -85,7 +89,7 @@ def run(
         await asyncio.sleep(0)
 
     async def main() -> None:
-        notifier = notify.Notifier(sender=sender, sleep=sleep, **options)
+        notifier = notify.Notifier(sender=sender, metrics=METRICS, sleep=sleep, **options)
         notifier.set_sinks(sinks)
         worker = asyncio.create_task(notifier.run())
         try:

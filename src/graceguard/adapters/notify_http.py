@@ -1,4 +1,4 @@
-"""The notify sinks' HTTP client (``controller.notify.Sender``) on aiohttp: one POST of a JSON
+"""The notify sinks' HTTP client (``controller.ports.Sender``) on aiohttp: one POST of a JSON
 body per attempt, bounded by the sink's timeout; a 2xx answer is success, anything else raises
 ``SendError`` naming the status or the connection error (retries are the service layer's).
 

@@ -19,7 +19,7 @@ import datetime as dt
 import logging
 from collections.abc import Iterable, Mapping
 
-from graceguard.controller import notify, ports
+from graceguard.controller import ports
 from graceguard.domain import annotations as ann
 from graceguard.domain import durations, notifications, times
 from graceguard.engine import actions as act
@@ -51,7 +51,7 @@ class Executor:
         cluster: ports.ClusterWriter,
         recorder: ports.EvictionRecorder | None = None,
         holds: ports.HoldKeeper | None = None,
-        notifier: notify.Listener | None = None,
+        notifier: ports.Listener | None = None,
     ) -> None:
         self._cluster = cluster
         self._notifier = notifier

@@ -6,7 +6,7 @@
   100 x timeout), which is also its deadline: past it the imminent rules apply). The engine then
   drains the node, heartbeats the hook every half timeout and completes it with ``CONTINUE``
   when the node is empty. The message is kept in flight until the Disruption is finished.
-  Its source says who made Auto Scaling terminate the instance (``ScalingCauses``: the scaling
+  Its source says who made Auto Scaling terminate the instance (``ports.ScalingCauses``: the scaling
   activity's ``Cause``, classified by ``domain.interruptions.scaling_source``: ``asg-scale-in``,
   ``asg-az-rebalance``, ``asg-instance-refresh``, ``asg-health-check``, ``ec2-rebalance``,
   ``eks-nodegroup-scale-in``), and its reason carries AWS's sentence. A cause that cannot be
@@ -42,7 +42,6 @@ import datetime as dt
 import enum
 import logging
 from collections.abc import Callable
-from typing import Protocol
 
 from graceguard.controller import ports
 from graceguard.domain import disruption, interruptions, policy
@@ -80,17 +79,6 @@ class Verdict:
     """With ``KEEP``: the Disruption whose end releases the message."""
 
 
-class ScalingCauses(Protocol):
-    """``DescribeScalingActivities`` (and the group's tags): why Auto Scaling terminates an
-    instance. Only this service asks it, so the port lives beside it."""
-
-    async def cause(
-        self, *, group: str, instance_id: str, activity_id: str | None
-    ) -> interruptions.ScalingCause | None:
-        """The activity terminating ``instance_id`` (by ``activity_id`` when known); ``None``
-        when AWS shows none. Raises when the call fails."""
-
-
 class Interruptions:
     def __init__(
         self,
@@ -101,7 +89,7 @@ class Interruptions:
         events: ports.EventPoster,
         view: ports.View,
         clock: Callable[[], dt.datetime],
-        causes: ScalingCauses | None = None,
+        causes: ports.ScalingCauses | None = None,
         cause_seconds: float = CAUSE_SECONDS,
     ) -> None:
         self._causes = causes

@@ -15,7 +15,8 @@ import logging
 from collections.abc import Callable
 
 from graceguard.controller import executor as ex
-from graceguard.controller import metrics, ports, rounds
+from graceguard.controller import metrics as controller_metrics
+from graceguard.controller import ports, rounds
 from graceguard.domain import policy
 
 log = logging.getLogger(__name__)
@@ -41,6 +42,7 @@ class Controller:
         clock: Callable[[], dt.datetime],
         policy_reporter: ports.PolicyReporter | None = None,
         on_policy: Callable[[policy.Policy], None] | None = None,
+        metrics: controller_metrics.ControllerMetrics | None = None,
     ) -> None:
         self._on_policy = on_policy
         self._view = view
@@ -49,7 +51,8 @@ class Controller:
         self._clock = clock
         self._policy_reporter = policy_reporter
         self.health = Health()
-        self._round = rounds.Round(view=view, executor=executor, observe=_observe)
+        self.metrics = metrics or controller_metrics.ControllerMetrics()
+        self._round = rounds.Round(view=view, executor=executor, observe=self._observe)
 
     async def run(self) -> None:
         await self._view.wait_synced()
@@ -88,11 +91,10 @@ class Controller:
                 w.cancel()
         await asyncio.sleep(DEBOUNCE_SECONDS)  # let a burst of watch events land together
 
-
-def _observe(done: rounds.Done) -> None:
-    metrics.observe_round(
-        result=done.result,
-        outcomes=done.outcomes,
-        requests=done.shown.requests,
-        now=done.shown.now,
-    )
+    def _observe(self, done: rounds.Done) -> None:
+        self.metrics.observe_round(
+            result=done.result,
+            outcomes=done.outcomes,
+            requests=done.shown.requests,
+            now=done.shown.now,
+        )

@@ -15,7 +15,7 @@ Only the leader sends: a replica that does not lead queues nothing (the terminat
 runs on every replica; the leader's sees the same termination). Notices queued by a replica that
 then loses the lead are still sent by it, once.
 
-Service layer: the HTTP POST goes through the ``Sender`` port (``adapters/notify_http.py``);
+Service layer: the HTTP POST goes through the ``ports.Sender`` port (``adapters/notify_http.py``);
 nothing here opens a connection, reads a clock or a file.
 """
 
@@ -25,10 +25,10 @@ import asyncio
 import collections
 import dataclasses
 import logging
-from collections.abc import Awaitable, Callable, Mapping
-from typing import Protocol
+from collections.abc import Awaitable, Callable
 
-from graceguard.controller import metrics
+from graceguard.controller import metrics as controller_metrics
+from graceguard.controller import ports
 from graceguard.domain import notifications
 
 log = logging.getLogger(__name__)
@@ -42,21 +42,6 @@ CAPACITY = 1000
 """Notices queued per sink; one more drops the oldest (outcome ``dropped``)."""
 REMEMBERED = 20_000
 """Dedupe keys kept per sink (the oldest forgotten first)."""
-
-
-class Sender(Protocol):
-    """Posts one notice to a webhook URL."""
-
-    async def send(self, *, url: str, body: Mapping[str, str], timeout: float) -> None:
-        """POST ``body`` as JSON to ``url``; raise on anything but a 2xx answer within
-        ``timeout`` seconds (the exception's text is logged)."""
-
-
-class Listener(Protocol):
-    """What the feeders (executor, termination observer) hand their events to."""
-
-    def notify(self, notification: notifications.Notification) -> None:
-        """Take ``notification``; return at once."""
 
 
 @dataclasses.dataclass(eq=False)
@@ -80,7 +65,8 @@ class Notifier:
     def __init__(
         self,
         *,
-        sender: Sender,
+        sender: ports.Sender,
+        metrics: controller_metrics.ControllerMetrics | None = None,
         is_leader: Callable[[], bool] = lambda: True,
         capacity: int = CAPACITY,
         attempts: int = ATTEMPTS,
@@ -89,6 +75,7 @@ class Notifier:
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self._sender = sender
+        self._metrics = metrics or controller_metrics.ControllerMetrics()
         self._is_leader = is_leader
         self._capacity = capacity
         self._attempts = attempts
@@ -173,7 +160,7 @@ class Notifier:
             except Exception as err:  # any failure of a receiver is retried, never raised
                 problem = str(err) or type(err).__name__
             else:
-                metrics.NOTIFICATIONS.labels(event=n.event.value, outcome="sent").inc()
+                self._metrics.notifications.labels(event=n.event.value, outcome="sent").inc()
                 return
             if attempt < self._attempts:
                 log.info(
@@ -188,7 +175,7 @@ class Notifier:
                 )
                 await self._sleep(wait)
                 wait = min(wait * 2, self._max_backoff)
-        metrics.NOTIFICATIONS.labels(event=n.event.value, outcome="failed").inc()
+        self._metrics.notifications.labels(event=n.event.value, outcome="failed").inc()
         log.warning(
             "notify %s: %s about %s dropped after %d attempts: %s",
             _where(sink),
@@ -199,7 +186,7 @@ class Notifier:
         )
 
     def _dropped(self, sink: notifications.Sink, n: notifications.Notification, why: str) -> None:
-        metrics.NOTIFICATIONS.labels(event=n.event.value, outcome="dropped").inc()
+        self._metrics.notifications.labels(event=n.event.value, outcome="dropped").inc()
         log.warning(
             "notify %s: %s about %s dropped: %s", _where(sink), n.event.value, n.pod_key, why
         )

@@ -17,8 +17,10 @@ from typing import Protocol
 from graceguard.domain import (
     cluster,
     disruption,
+    interruptions,
     ledger,
     notices,
+    notifications,
     policy,
     termination,
 )
@@ -192,7 +194,33 @@ class PolicyReporter(Protocol):
     async def report(self, entry: policy.PolicyEntry | None, in_force: policy.Policy) -> None: ...
 
 
+class Sender(Protocol):
+    """Posts one notice to a webhook URL (the policy's notify sinks)."""
+
+    async def send(self, *, url: str, body: Mapping[str, str], timeout: float) -> None:
+        """POST ``body`` as JSON to ``url``; raise on anything but a 2xx answer within
+        ``timeout`` seconds (the exception's text is logged)."""
+
+
+class Listener(Protocol):
+    """What the feeders (executor, termination observer) hand their events to (the notifier)."""
+
+    def notify(self, notification: notifications.Notification) -> None:
+        """Take ``notification``; return at once."""
+
+
 # ---- AWS (issue 9): the interruption queue, the Auto Scaling hook, the holds' records ----
+
+
+class ScalingCauses(Protocol):
+    """``DescribeScalingActivities`` (and the group's tags): why Auto Scaling terminates an
+    instance."""
+
+    async def cause(
+        self, *, group: str, instance_id: str, activity_id: str | None
+    ) -> interruptions.ScalingCause | None:
+        """The activity terminating ``instance_id`` (by ``activity_id`` when known); ``None``
+        when AWS shows none. Raises when the call fails."""
 
 
 class LifecycleActionGone(Exception):  # noqa: N818 - an answer from AWS, not a caller's error

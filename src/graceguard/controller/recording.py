@@ -18,7 +18,8 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from graceguard.controller import logs, metrics, notify, ports
+from graceguard.controller import logs, ports
+from graceguard.controller import metrics as controller_metrics
 from graceguard.domain import ledger, notifications, protection, termination
 from graceguard.engine import actions as act
 from graceguard.manifests import pods, terminations
@@ -89,13 +90,15 @@ class TerminationObserver:
         cluster: ports.EventPoster,
         limits: Callable[[], protection.Limits],
         clock: Callable[[], dt.datetime],
-        notifier: notify.Listener | None = None,
+        notifier: ports.Listener | None = None,
+        metrics: controller_metrics.ControllerMetrics | None = None,
         log_source: ports.LogSource | None = None,
         log_lines: int = logs.DEFAULT_LINES,
     ) -> None:
         self._ledger = ledger_port
         self._cluster = cluster
         self._notifier = notifier
+        self._metrics = metrics or controller_metrics.ControllerMetrics()
         self._logs = log_source
         self._log_lines = log_lines
         self._captures: dict[str, asyncio.Task[termination.CapturedLogs]] = {}
@@ -180,7 +183,7 @@ class TerminationObserver:
         rec = termination.build_record(obs, recorded_at=self._clock())
         if not rec.premature or rec.initiator == termination.Initiator.GRACEGUARD:
             return
-        metrics.PREMATURE.labels(initiator=rec.initiator).inc()
+        self._metrics.premature.labels(initiator=rec.initiator).inc()
         self._capture(raw, act.PodRef(rec.namespace, rec.pod, rec.uid))
         message = f"terminated by {rec.initiator} ({rec.cause}): {rec.premature_reason}"
         try:

@@ -58,13 +58,15 @@ async def run(
         client, namespace=lease_namespace, name=lease_name, identity=identity
     )
     sender = notify_http.HttpSender()
-    notifier = notify.Notifier(sender=sender, is_leader=lambda: elector.is_leader)
+    counted = metrics.ControllerMetrics()
+    notifier = notify.Notifier(sender=sender, metrics=counted, is_leader=lambda: elector.is_leader)
     observer = recording.TerminationObserver(
         ledger_port=ledger,
         cluster=cluster_writer,
         limits=lambda: limits[0],
         clock=_clock,
         notifier=notifier,
+        metrics=counted,
         log_source=log_source,
         log_lines=log_lines,
     )
@@ -95,6 +97,7 @@ async def run(
         clock=_clock,
         policy_reporter=policy_status.PolicyStatusWriter(client, instance=identity),
         on_policy=lambda pol: on_policy(pol, limits=limits, notifier=notifier),
+        metrics=counted,
     )
     stale_after = loop.RESYNC.total_seconds() * 3
 
@@ -112,7 +115,7 @@ async def run(
             **aws_tasks,
         },
         endpoints=[
-            probes.Endpoint(probes.metrics_app(metrics.REGISTRY), metrics_port),
+            probes.Endpoint(probes.metrics_app(counted.registry), metrics_port),
             probes.Endpoint(
                 probes.probes_app(alive=alive, ready=lambda: runner.health.synced), health_port
             ),

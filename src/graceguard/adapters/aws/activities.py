@@ -1,4 +1,4 @@
-"""Who made EC2 Auto Scaling terminate an instance (``controller.interruptions.ScalingCauses``
+"""Who made EC2 Auto Scaling terminate an instance (``controller.ports.ScalingCauses``
 on boto3): ``DescribeScalingActivities`` for the activity's ``Cause`` and ``Description`` (by
 its id, the notification's ``RequestId``, when known; else the group's latest activities, the one
 whose ``Description`` names the instance), and ``DescribeAutoScalingGroups`` for the group's
