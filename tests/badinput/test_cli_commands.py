@@ -260,6 +260,24 @@ CASES: dict[str, Case] = {
     "history limit": usage(*H, "--limit", "-1", names="--limit", says="greater than or equal to 0"),
     "history limit words": usage(*H, "--limit", "ten", names="--limit", says="valid integer"),
     "history output": usage(*H, "--output", "xml", names="--output", says="xml"),
+    # ---- uninstall-cleanup (checked before connecting) ----
+    "uninstall-cleanup lease namespace": case(
+        "uninstall-cleanup", "--lease-namespace", "Not_A_Name", names="--lease-namespace", says=""
+    ),
+    "uninstall-cleanup lease name": case(
+        "uninstall-cleanup", "--lease-name", "a b", names="--lease-name", says=""
+    ),
+    "uninstall-cleanup wait": case("uninstall-cleanup", "--wait", "-1", names="--wait", says=""),
+    "uninstall-cleanup wait words": usage(
+        "uninstall-cleanup", "--wait", "long", names="--wait", says="valid integer"
+    ),
+    "uninstall-cleanup no kubeconfig": case(
+        "uninstall-cleanup",
+        "--kubeconfig",
+        "{tmp}/no-such-kubeconfig",
+        names="no-such-kubeconfig",
+        says="no such file",
+    ),
 }
 
 
@@ -294,4 +312,9 @@ def test_a_real_process_prints_the_same_one_line(name: str, tmp: pathlib.Path) -
 
 
 def test_every_command_owned_here_has_rows() -> None:
-    assert {c.args[0] for c in CASES.values()} == {"explain", "simulate", "history"}
+    assert {c.args[0] for c in CASES.values()} == {
+        "explain",
+        "simulate",
+        "history",
+        "uninstall-cleanup",
+    }

@@ -27,6 +27,7 @@ from graceguard.cli import (
     history,
     plan,
     simulate,
+    uninstall_cleanup,
     webhook,
 )
 
@@ -97,6 +98,7 @@ app.command("drain")(drain.drain)
 app.command("plan")(plan.plan)
 app.command("webhook")(webhook.webhook)
 app.command("agent")(agent.agent)
+app.command("uninstall-cleanup")(uninstall_cleanup.uninstall_cleanup)
 app.add_typer(audit.app, name="audit")
 
 if __name__ == "__main__":

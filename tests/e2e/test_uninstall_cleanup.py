@@ -1,0 +1,138 @@
+"""``graceguard uninstall-cleanup`` (the chart's post-delete hook) on the real control plane with
+kwok nodes: what the real controller put on pods and nodes, and the node agent's shutdown taint
+(through the agent's own adapter), stays after the controller stops (its shutdown only releases
+its Lease: the loss without the cleanup); the cleanup takes exactly graceguard's marks back and
+leaves the user's own. While a controller still holds the Lease, it changes nothing, exit 2."""
+
+from __future__ import annotations
+
+import asyncio
+import pathlib
+from typing import Any
+
+import pytest
+from lightkube import Client
+from lightkube.resources.core_v1 import Node, Pod
+
+import controlplane
+from graceguard.adapters.kube import client as kube_client
+from graceguard.adapters.kube import node_agent
+
+from . import graceguard_proc as gg
+from .conftest import NodeFactory
+from .kube import pod, run_pod, wait_until
+
+pytestmark = pytest.mark.e2e
+
+SAFE = "cluster-autoscaler.kubernetes.io/safe-to-evict"
+DND = "karpenter.sh/do-not-disrupt"
+PROJECTED = "graceguard.io/projected"
+HELD_FOR = "graceguard.io/held-for"
+SCALE_DOWN_DISABLED = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
+SHUTDOWN_TAINT = "graceguard.io/shutdown"
+
+
+def annotations_of(
+    kube: Client, kind: Any, name: str, namespace: str | None = None
+) -> dict[str, str]:
+    found = kube.get(kind, name, namespace=namespace) if namespace else kube.get(kind, name)
+    return dict((found.metadata.annotations or {}) if found.metadata else {})
+
+
+def taint_keys(kube: Client, name: str) -> set[str]:
+    node = kube.get(Node, name)
+    return {t.key for t in (node.spec.taints or [])} if node.spec else set()
+
+
+def _taint_as_the_agent(kubeconfig: pathlib.Path, node: str) -> None:
+    async def go() -> None:
+        client = kube_client.connect(kubeconfig)
+        try:
+            await node_agent.KubeNodeCluster(client).hold_node(
+                node=node, taint=True, schedulable=None
+            )
+        finally:
+            await client.close()
+
+    asyncio.run(go())
+
+
+def cleanup(control_plane: controlplane.ControlPlane, namespace: str, *extra: str) -> Any:
+    return gg.cli(
+        control_plane.kubeconfig,
+        "uninstall-cleanup",
+        "--lease-namespace",
+        namespace,
+        *extra,
+        timeout=120,
+    )
+
+
+def test_uninstall_cleanup_takes_back_graceguards_marks_and_only_those(
+    control_plane: controlplane.ControlPlane,
+    kube: Client,
+    namespace: str,
+    kwok_nodes: NodeFactory,
+    controller: gg.Controller,
+) -> None:
+    held = gg.node_name(kwok_nodes("a"))
+    other = gg.node_name(kwok_nodes("b"))
+    run_pod(
+        kube, namespace, pod("job", annotations={"graceguard.io/min-runtime": "1h"}, node_name=held)
+    )
+    run_pod(
+        kube,
+        namespace,
+        pod("mine", annotations={"graceguard.io/min-runtime": "1h", SAFE: "false"}, node_name=held),
+    )
+    wait_until(
+        lambda: (
+            annotations_of(kube, Pod, "job", namespace).get(PROJECTED) == f"{DND},{SAFE}"
+            or annotations_of(kube, Pod, "job", namespace).get(PROJECTED) == f"{SAFE},{DND}"
+        ),
+        timeout=30,
+        what="protection projected on job",
+    )
+    wait_until(
+        lambda: annotations_of(kube, Pod, "mine", namespace).get(PROJECTED) == DND,
+        timeout=30,
+        what="do-not-disrupt projected on mine (its own safe-to-evict kept as the user's)",
+    )
+    gg.drain(control_plane, held)
+    wait_until(
+        lambda: annotations_of(kube, Node, held).get(SCALE_DOWN_DISABLED) == "true",
+        timeout=30,
+        what="the drained node held (scale-down-disabled)",
+    )
+    _taint_as_the_agent(control_plane.kubeconfig, other)
+    tainted = control_plane.kubectl("taint", "node", other, "team=batch:NoSchedule")
+    assert tainted.returncode == 0, tainted.stderr
+
+    # A controller still leads: nothing is changed.
+    refused = cleanup(control_plane, namespace, "--wait", "2")
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert f"a controller still holds Lease {namespace}/graceguard-controller" in refused.stderr
+    assert PROJECTED in annotations_of(kube, Pod, "job", namespace)
+
+    controller.stop()
+    # Without the cleanup: the stopped controller left every mark in place.
+    job = annotations_of(kube, Pod, "job", namespace)
+    assert job.get(SAFE) == "false" and job.get(DND) == "true" and PROJECTED in job
+    assert annotations_of(kube, Node, held).get(SCALE_DOWN_DISABLED) == "true"
+    assert SHUTDOWN_TAINT in taint_keys(kube, other)
+
+    done = cleanup(control_plane, namespace)
+    assert done.returncode == 0, done.stderr
+    assert "took back graceguard's annotations from" in done.stdout
+
+    job = annotations_of(kube, Pod, "job", namespace)
+    assert not {SAFE, DND, PROJECTED, "graceguard.io/eviction-at"} & set(job), job
+    assert job.get("graceguard.io/min-runtime") == "1h"
+    mine = annotations_of(kube, Pod, "mine", namespace)
+    assert mine.get(SAFE) == "false", mine  # the user's own
+    assert not {DND, PROJECTED} & set(mine), mine
+    node = annotations_of(kube, Node, held)
+    assert not {SCALE_DOWN_DISABLED, HELD_FOR} & set(node), node
+    spec = kube.get(Node, held).spec
+    assert spec is not None and spec.unschedulable  # the drain's cordon stays (README)
+    assert taint_keys(kube, other) == {"team"}
