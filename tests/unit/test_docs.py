@@ -83,3 +83,73 @@ def test_every_story_has_its_page_and_picture(scenario: pathlib.Path) -> None:
     said = re.findall(r"\*\*Not built yet:\*\* (.*?)\. ", " ".join(text.split()))
     assert said == list(missing), (said, missing)
     assert ("**Runs on built parts only.**" in text) == (not missing)
+
+
+# ---- links inside the repository (README.md and docs/) ----
+
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+_LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+_OUTSIDE = re.compile(r"`((?:\.\./)+[^`\s]+)`")
+
+
+def _slug(heading: str) -> str:
+    """The anchor GitHub gives a heading."""
+    text = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return text.replace(" ", "-")
+
+
+def _anchors(path: pathlib.Path) -> set[str]:
+    text = path.read_text(encoding="utf-8")
+    text = re.sub(r"```.*?```", "", text, flags=re.S)
+    return {_slug(m.group(1)) for m in re.finditer(r"^#{1,6} (.+)$", text, flags=re.M)}
+
+
+def _links(path: pathlib.Path) -> Iterator[str]:
+    text = re.sub(r"```.*?```", "", path.read_text(encoding="utf-8"), flags=re.S)
+    for match in _LINK.finditer(text):
+        target = match.group(1)
+        if not re.match(r"^[a-z]+:", target):  # http(s)://, mailto: leave the repository
+            yield target
+
+
+def broken_links(path: pathlib.Path, *, root: pathlib.Path = ROOT) -> list[str]:
+    """The links of one Markdown file that lead nowhere in the repository: a file that does not
+    exist (or lies outside the repository), or an anchor no heading of the target has; and paths
+    written out in backticks that leave the repository (``../shared/DESIGN.md``)."""
+    broken = []
+    for target in _links(path):
+        file_part, _, anchor = target.partition("#")
+        where = (path.parent / file_part).resolve() if file_part else path
+        if not where.exists() or root not in (where, *where.parents):
+            broken.append(f"{target}: no such file in the repository")
+        elif anchor and where.suffix == ".md" and anchor not in _anchors(where):
+            broken.append(f"{target}: no heading #{anchor} in {where.relative_to(root)}")
+    text = path.read_text(encoding="utf-8")
+    for match in _OUTSIDE.finditer(text):
+        where = (path.parent / match.group(1)).resolve()
+        if not where.exists() or root not in where.parents:
+            broken.append(f"{match.group(1)}: outside the repository")
+    return broken
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=[str(d.relative_to(ROOT)) for d in DOCS])
+def test_every_link_inside_the_repository_leads_somewhere(doc: pathlib.Path) -> None:
+    assert broken_links(doc) == []
+
+
+def test_a_broken_link_is_found(tmp_path: pathlib.Path) -> None:
+    root = tmp_path.resolve()
+    (root / "docs").mkdir()
+    (root / "docs" / "policy.md").write_text(POLICY_DOC, encoding="utf-8")
+    sample = root / "docs" / "sample.md"
+    sample.write_text(
+        "# Title\n\n[ok](policy.md#notify) [ok](#title) [gone](no-such.md) "
+        "[anchor](policy.md#no-such-section) [self](#nowhere) `../shared/DESIGN.md`\n",
+        encoding="utf-8",
+    )
+    assert broken_links(sample, root=root) == [
+        "no-such.md: no such file in the repository",
+        "policy.md#no-such-section: no heading #no-such-section in docs/policy.md",
+        "#nowhere: no heading #nowhere in docs/sample.md",
+        "../shared/DESIGN.md: outside the repository",
+    ]
