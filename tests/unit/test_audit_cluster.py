@@ -13,6 +13,7 @@ from graceguard.adapters.kube import audit_read
 from graceguard.domain import annotations as ann
 from graceguard.domain import policy
 from graceguard.engine.audit import cluster, findings
+from graceguard.manifests import policies
 
 NOW = dt.datetime(2026, 11, 23, 12, 0, tzinfo=dt.UTC)
 STARTED = "2026-11-23T11:00:00Z"
@@ -91,7 +92,7 @@ GG_WEBHOOK: dict[str, Any] = {
 }
 
 
-POLICY = {"apiVersion": policy.API_VERSION, "kind": policy.KIND}
+POLICY = {"apiVersion": policies.API_VERSION, "kind": policies.KIND}
 
 
 def audit(

@@ -18,6 +18,7 @@ import yaml
 
 from graceguard.cli.main import app
 from graceguard.domain import policy
+from graceguard.manifests import policies
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 OUT = ROOT / "out"
@@ -267,7 +268,7 @@ def test_the_default_policy_is_rendered_with_the_built_in_defaults(
     docs: list[dict[str, Any]],
 ) -> None:
     doc = one(docs, "DisruptionPolicy", "default")
-    assert policy.policy_from_manifest(doc) == policy.DEFAULT
+    assert policies.policy_from_manifest(doc) == policy.DEFAULT
 
 
 # ---- the PostgreSQL ledger ----

@@ -125,7 +125,7 @@ class View:
         self.cluster_view = view.ClusterView(cast(Any, None))
 
     def put(self, raw: dict[str, Any]) -> None:
-        self.cluster_view.policies.store[view.POLICY_NAME] = view.policy_entry(raw)
+        self.cluster_view.policies.store[policy.OBJECT_NAME] = view.policy_entry(raw)
 
     async def wait_synced(self) -> None:
         return None

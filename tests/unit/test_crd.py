@@ -18,7 +18,7 @@ evaluated offline; these are the CEL rules, which tests/e2e/test_crd.py checks o
   embeds the tz database).
 - ``priorityPhases``: ``self.map(p, p.minPriority).isSorted() && self.all(a, self.exists_one(b,
   b.minPriority == a.minPriority))`` (strictly increasing).
-- ``maintenanceWindows[].schedule``: ``policy.SCHEDULE_RULES``, word for word: each cron field in
+- ``maintenanceWindows[].schedule``: ``policies.SCHEDULE_RULES``, word for word: each cron field in
   its range, no range from a value to itself, no day none of the months has. These ARE evaluated
   here (``cel_offline``): each is ``self.matches(r'...')`` or its negation, so Python's ``re``
   runs the rule's own regex (written in the common subset of RE2 and ``re``); the e2e tier runs
@@ -54,7 +54,7 @@ from graceguard.domain import (
     times,
     windows,
 )
-from graceguard.manifests import disruptions
+from graceguard.manifests import disruptions, policies
 from graceguard.manifests.errors import ManifestError
 
 from .test_disruption_manifest import DNS_SUBDOMAIN, T0, requests, statuses
@@ -135,8 +135,8 @@ def list_map_errors(schema: Mapping[str, Any], value: object, path: str = "") ->
 
 def document(spec: Mapping[str, Any]) -> dict[str, Any]:
     return {
-        "apiVersion": policy.API_VERSION,
-        "kind": policy.KIND,
+        "apiVersion": policies.API_VERSION,
+        "kind": policies.KIND,
         "metadata": {"name": "default"},
         "spec": dict(spec),
     }
@@ -152,7 +152,7 @@ def schema_errors(spec: Mapping[str, Any]) -> list[str]:
 
 def python_errors(spec: Mapping[str, Any]) -> list[str]:
     try:
-        policy.policy_from_manifest(document(spec))
+        policies.policy_from_manifest(document(spec))
     except policy.PolicyError as err:
         return [str(e) for e in err.errors]
     return []
@@ -180,7 +180,7 @@ def cel_offline(rule: str, value: str) -> bool:
     if m is not None:
         found = re.search(m.group(2), value, flags=re.ASCII) is not None
         return not found if m.group(1) else found
-    twins = {r.rule: r.holds for r in policy.SCHEDULE_RULES}
+    twins = {r.rule: r.holds for r in policies.SCHEDULE_RULES}
     assert rule in twins, f"no offline evaluation for CEL rule {rule!r}"
     return twins[rule](value)
 
@@ -221,8 +221,8 @@ def test_names_scope_and_subresources() -> None:
     spec = CRD["spec"]
     assert CRD["metadata"]["name"] == "disruptionpolicies.graceguard.io"
     assert spec["group"] == "graceguard.io"
-    assert f"{spec['group']}/{VERSION['name']}" == policy.API_VERSION
-    assert spec["names"]["kind"] == policy.KIND
+    assert f"{spec['group']}/{VERSION['name']}" == policies.API_VERSION
+    assert spec["names"]["kind"] == policies.KIND
     assert spec["scope"] == "Cluster"
     assert spec["names"]["shortNames"] == ["dpol"]
     assert [v["name"] for v in spec["versions"]] == ["v1alpha1"]
@@ -270,7 +270,7 @@ def test_status_conditions_are_metav1_conditions() -> None:
 def known_to_python() -> set[str]:
     """The spec fields ``policy_from_spec`` knows, from its own unknown-field message."""
     errors: list[policy.FieldError] = []
-    policy.policy_from_spec({"noSuchField": 1}, errors=errors)
+    policies.policy_from_spec({"noSuchField": 1}, errors=errors)
     (error,) = errors
     assert error.field == "spec.noSuchField"
     return set(error.reason.split("known: ", 1)[1].split(", "))
@@ -298,13 +298,13 @@ def test_window_and_phase_fields_are_those_python_reads() -> None:
 
 def test_schema_defaults_are_the_python_defaults() -> None:
     defaults = {name: node["default"] for name, node in FIELDS.items() if "default" in node}
-    assert policy.policy_from_spec(defaults, errors=[]) == policy.DEFAULT
+    assert policies.policy_from_spec(defaults, errors=[]) == policy.DEFAULT
     errors: list[policy.FieldError] = []
-    policy.policy_from_spec(defaults, errors=errors)
+    policies.policy_from_spec(defaults, errors=errors)
     assert errors == []
     # Each default on its own, so a wrong one is named.
     for name, value in defaults.items():
-        alone = policy.policy_from_spec({name: value}, errors=[])
+        alone = policies.policy_from_spec({name: value}, errors=[])
         assert alone == policy.DEFAULT, f"spec.{name} default {value!r} differs from DEFAULT"
     # Fields whose absence means something have no default in the schema.
     assert set(FIELDS) - set(defaults) == {"maintenanceWindows", "windowedSources"}
@@ -666,9 +666,9 @@ def test_the_schedule_rules_refuse_bad_cron_as_python_does(name: str) -> None:
 
 
 def test_the_schedule_rules_are_policys_word_for_word() -> None:
-    """One grammar: the CRD carries ``policy.SCHEDULE_RULES``, rule and message."""
+    """One grammar: the CRD carries ``policies.SCHEDULE_RULES``, rule and message."""
     found = [(v["rule"], v["message"]) for v in SCHEDULE["x-kubernetes-validations"]]
-    assert found == [(r.rule, r.message) for r in policy.SCHEDULE_RULES]
+    assert found == [(r.rule, r.message) for r in policies.SCHEDULE_RULES]
     for rule, message in found:
         assert "\n" not in rule and len(message) < 200
     # The apiserver estimates each rule's cost from the string's maxLength (times 32 windows).
@@ -1604,7 +1604,7 @@ def test_notify_sinks_are_those_python_reads() -> None:
     assert props["events"]["items"]["enum"] == [e.value for e in notifications.EVENTS]
     assert props["events"]["x-kubernetes-list-type"] == "set"
     defaults = {name: sub["default"] for name, sub in props.items() if "default" in sub}
-    (sink,) = policy.policy_from_spec(
+    (sink,) = policies.policy_from_spec(
         {"notify": [{"url": "https://h/x", **defaults}]}, errors=[]
     ).notify
     assert sink == notifications.Sink(url="https://h/x")

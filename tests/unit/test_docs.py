@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 import yaml
 
-from graceguard.domain import notifications, policy
+from graceguard.domain import notifications
+from graceguard.manifests import policies
 from graceguard.sim import kinds
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -55,7 +56,7 @@ def test_every_spec_field_has_a_section_with_its_default(name: str) -> None:
 
 
 def test_the_complete_example_is_a_valid_policy() -> None:
-    read = policy.policy_from_manifest(EXAMPLE)
+    read = policies.policy_from_manifest(EXAMPLE)
     assert read.notify and read.maintenance_windows
 
 

@@ -16,7 +16,7 @@ import pytest
 
 from graceguard.controller import executor, metrics, notify, recording
 from graceguard.domain import annotations as ann
-from graceguard.domain import notifications, protection
+from graceguard.domain import notifications, policy
 from graceguard.domain.notifications import Event, Notification, Sink
 from graceguard.engine import actions as act
 
@@ -334,7 +334,7 @@ def test_the_observer_tells_of_a_premature_termination() -> None:
     observer = recording.TerminationObserver(
         ledger_port=FakeLedger(),
         cluster=events,
-        limits=protection.Limits,
+        in_force=_Defaults(),
         clock=lambda: NOW,
         notifier=collect,
     )
@@ -347,3 +347,10 @@ def test_the_observer_tells_of_a_premature_termination() -> None:
     assert [m for _, r, m in events.events if r == "PrematureTermination"] == [told.message]
     text = notifications.body(Sink(url=URL), told)["text"]
     assert text.startswith("graceguard: PrematureTermination ml/train: terminated by api-delete")
+
+
+class _Defaults:
+    """``ports.PolicyInForce``: the built-in defaults."""
+
+    def policy_in_force(self) -> policy.Policy:
+        return policy.DEFAULT

@@ -13,15 +13,16 @@ from hypothesis import strategies as st
 
 from graceguard.domain import notifications, policy
 from graceguard.domain.notifications import Event, Notification, Sink
+from graceguard.manifests import policies
 
 T0 = dt.datetime(2026, 11, 21, 3, 0, tzinfo=dt.UTC)
 
 
 def read(notify: object) -> policy.Policy:
-    return policy.policy_from_manifest(
+    return policies.policy_from_manifest(
         {
-            "apiVersion": policy.API_VERSION,
-            "kind": policy.KIND,
+            "apiVersion": policies.API_VERSION,
+            "kind": policies.KIND,
             "metadata": {"name": "default"},
             "spec": {"notify": notify},
         }

@@ -14,19 +14,22 @@ from hypothesis import strategies as st
 from graceguard.adapters.kube import policy_status, view
 from graceguard.domain import intorpercent, phases
 from graceguard.domain.policy import (
-    API_VERSION,
     DEFAULT,
-    KIND,
     FieldError,
     InForce,
     Policy,
     PolicyEntry,
     PolicyError,
     Reported,
-    policy_from_manifest,
+    choose_in_force,
 )
 from graceguard.domain.protection import Limits
 from graceguard.domain.windows import MaintenanceWindow
+from graceguard.manifests.policies import (
+    API_VERSION,
+    KIND,
+    policy_from_manifest,
+)
 
 H = dt.timedelta(hours=1)
 
@@ -607,7 +610,7 @@ def test_choose_in_force_takes_the_latest_of_the_same_object(
         in_force=None if recorded is None else InForce(recorded, pol(recorded)),
     )
     accepted = None if mine is None else (mine[0], InForce(mine[1], pol(mine[1])))
-    chosen = view.choose_in_force(entry, accepted)
+    chosen = choose_in_force(entry, accepted)
     if recorded is None and mine is None:
         assert chosen == DEFAULT
     elif mine is None or (recorded is not None and mine[0] != "u1"):

@@ -11,14 +11,16 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from graceguard.domain.policy import (
-    API_VERSION,
     DEFAULT,
     EVERY_SOURCE,
-    KIND,
     FieldError,
     Policy,
     PolicyError,
     TakeoverRule,
+)
+from graceguard.manifests.policies import (
+    API_VERSION,
+    KIND,
     policy_from_manifest,
 )
 

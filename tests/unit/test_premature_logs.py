@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 from graceguard.controller import recording
 from graceguard.domain import annotations as ann
-from graceguard.domain import protection, termination
+from graceguard.domain import policy, termination
 from graceguard.engine import actions as act
 
 from .test_recording import NOW, FakeEvents, FakeLedger, _pod
@@ -30,7 +30,7 @@ def observe(annotations: dict[str, str], *, grace: int = 30) -> tuple[FakeLedger
     observer = recording.TerminationObserver(
         ledger_port=fake_ledger,
         cluster=FakeEvents(),
-        limits=protection.Limits,
+        in_force=_Defaults(),
         clock=lambda: NOW,
         log_source=source,
         log_lines=50,
@@ -64,3 +64,10 @@ def test_a_termination_that_is_not_premature_is_not_read() -> None:
     assert not record.premature
     assert source.asked == []
     assert record.log_status == termination.LOG_NOT_CAPTURED
+
+
+class _Defaults:
+    """``ports.PolicyInForce``: the built-in defaults."""
+
+    def policy_in_force(self) -> policy.Policy:
+        return policy.DEFAULT

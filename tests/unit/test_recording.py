@@ -4,13 +4,14 @@ termination is recorded once with who started it, premature ones are reported at
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime as dt
 from collections.abc import Sequence
 from typing import Any
 
 from graceguard.controller import recording
 from graceguard.domain import annotations as ann
-from graceguard.domain import ledger, protection, termination
+from graceguard.domain import ledger, policy, termination
 from graceguard.engine import actions as act
 
 NOW = dt.datetime(2026, 11, 21, 4, 0, tzinfo=dt.UTC)
@@ -51,11 +52,13 @@ class Logs:
         return [f"step {i}" for i in range(500)][-lines:]
 
 
-def _pod(*, deleted: dt.datetime | None, grace: int, annotations: dict[str, str]) -> dict[str, Any]:
+def _pod(
+    *, deleted: dt.datetime | None, grace: int, annotations: dict[str, str], name: str = "train"
+) -> dict[str, Any]:
     meta: dict[str, Any] = {
-        "name": "train",
+        "name": name,
         "namespace": "ml",
-        "uid": "u-1",
+        "uid": "u-1" if name == "train" else f"u-{name}",
         "annotations": annotations,
     }
     if deleted is not None:
@@ -72,7 +75,7 @@ def _observer(fake_ledger: FakeLedger, events: FakeEvents) -> recording.Terminat
     return recording.TerminationObserver(
         ledger_port=fake_ledger,
         cluster=events,
-        limits=protection.Limits,
+        in_force=_Defaults(),
         clock=lambda: NOW,
     )
 
@@ -102,6 +105,34 @@ def test_kubectl_delete_of_a_protected_pod_is_premature_and_recorded_once() -> N
     premature = [e for e in events.events if e[1] == "PrematureTermination"]
     assert len(premature) == 1
     assert premature[0][2].startswith("terminated by api-delete (Deleted): began 1h0m0s before")
+
+
+class _Changing:
+    """``ports.PolicyInForce`` whose answer the test changes, as a new policy is accepted."""
+
+    def __init__(self) -> None:
+        self.now = policy.DEFAULT
+
+    def policy_in_force(self) -> policy.Policy:
+        return self.now
+
+
+def test_the_observer_reads_the_policy_in_force_when_the_pod_goes() -> None:
+    """No copy of the limits is kept: a policy accepted since (maxMinRuntime 1h) caps the next
+    pod's 3h min-runtime, so its protection ends two hours earlier."""
+    in_force = _Changing()
+    fake_ledger, events = FakeLedger(), FakeEvents()
+    observer = recording.TerminationObserver(
+        ledger_port=fake_ledger, cluster=events, in_force=in_force, clock=lambda: NOW
+    )
+    raw = _pod(deleted=NOW, grace=7200, annotations={ann.MIN_RUNTIME: "3h"})
+    asyncio.run(observer.on_pod("DELETED", raw))
+    in_force.now = dataclasses.replace(policy.DEFAULT, max_min_runtime=dt.timedelta(hours=1))
+    other = _pod(name="other", deleted=NOW, grace=7200, annotations={ann.MIN_RUNTIME: "3h"})
+    asyncio.run(observer.on_pod("DELETED", other))
+    until = {r.pod: r.protected_until for r in fake_ledger.records.values()}
+    start = dt.datetime(2026, 11, 21, 2, 0, tzinfo=dt.UTC)
+    assert until == {"train": start + dt.timedelta(hours=3), "other": start + dt.timedelta(hours=1)}
 
 
 def test_graceguard_eviction_is_attributed_with_its_logs() -> None:
@@ -222,3 +253,10 @@ def test_the_grace_granted_is_the_deleters_not_the_final_zero() -> None:
     assert record.started_at == NOW
     assert not record.premature
     assert not record.forced
+
+
+class _Defaults:
+    """``ports.PolicyInForce``: the built-in defaults."""
+
+    def policy_in_force(self) -> policy.Policy:
+        return policy.DEFAULT

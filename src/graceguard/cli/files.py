@@ -15,6 +15,7 @@ import typer
 import yaml
 
 from graceguard.domain import policy
+from graceguard.manifests import policies
 
 
 class InputError(Exception):
@@ -77,7 +78,7 @@ def load_policy(path: pathlib.Path | None) -> policy.Policy:
         return policy.DEFAULT
     doc = load_yaml(path, limit=POLICY_LIMIT, kind="a policy")
     try:
-        return policy.policy_from_manifest(doc)
+        return policies.policy_from_manifest(doc)
     except policy.PolicyError as err:
         raise InputError(f"{path}: invalid DisruptionPolicy: {err}") from None
 

@@ -170,6 +170,13 @@ class RoundView(Protocol):
         is gone (the round's own writes, seen back); ``False`` after ``timeout``."""
 
 
+class PolicyInForce(Protocol):
+    """The policy in force now (the ``default`` DisruptionPolicy as last accepted), for those
+    that read it outside the reconcile round (the termination observer)."""
+
+    def policy_in_force(self) -> policy.Policy: ...
+
+
 class View(RoundView, Protocol):
     """The cluster as the controller sees it: a cache kept by watches, which wakes the loop."""
 

@@ -88,7 +88,7 @@ class TerminationObserver:
         *,
         ledger_port: ports.LedgerPort,
         cluster: ports.EventPoster,
-        limits: Callable[[], protection.Limits],
+        in_force: ports.PolicyInForce,
         clock: Callable[[], dt.datetime],
         notifier: ports.Listener | None = None,
         metrics: controller_metrics.ControllerMetrics | None = None,
@@ -104,7 +104,7 @@ class TerminationObserver:
         self._captures: dict[str, asyncio.Task[termination.CapturedLogs]] = {}
         """Pod uid -> the capture of its last logs, begun when its premature termination was
         seen (a task: the watch goes on meanwhile), awaited when the pod is gone."""
-        self._limits = limits
+        self._in_force = in_force
         self._clock = clock
         self._events: collections.OrderedDict[str, list[termination.ObservedEvent]] = (
             collections.OrderedDict()
@@ -153,7 +153,7 @@ class TerminationObserver:
         except ManifestError:
             return None
         spec = protection.read_protection_spec(
-            protection.relevant_items(pod.annotations), self._limits()
+            protection.relevant_items(pod.annotations), self._in_force.policy_in_force().limits
         )
         return spec.until(pod.start_time, self._clock())
 

@@ -21,7 +21,6 @@ from graceguard.adapters.kube import client as kube_client
 from graceguard.adapters.kube import lease, policy_status, view, writer
 from graceguard.adapters.kube import logs as kube_logs
 from graceguard.controller import executor, loop, metrics, notify, ports, recording
-from graceguard.domain import policy, protection
 from graceguard.processes import aws as aws_wiring
 from graceguard.processes import supervisor
 
@@ -53,25 +52,28 @@ async def run(
         raise
     cluster_writer = writer.LightkubeWriter(client, instance=identity)
     log_source = kube_logs.KubeLogSource(client)
-    limits: list[protection.Limits] = [policy.DEFAULT.limits]
     elector = lease.LeaseElector(
         client, namespace=lease_namespace, name=lease_name, identity=identity
     )
     sender = notify_http.HttpSender()
     counted = metrics.ControllerMetrics()
     notifier = notify.Notifier(sender=sender, metrics=counted, is_leader=lambda: elector.is_leader)
+    # The observer watches through the view's informers and reads the policy in force from the
+    # view: the hooks name it before it is made (late binding, hence the lambdas).
+    cluster_view = view.ClusterView(
+        client,
+        on_pod_event=lambda kind, raw: observer.on_pod(kind, raw),  # noqa: PLW0108
+        on_event=lambda kind, raw: observer.on_event(kind, raw),  # noqa: PLW0108
+    )
     observer = recording.TerminationObserver(
         ledger_port=ledger,
         cluster=cluster_writer,
-        limits=lambda: limits[0],
+        in_force=cluster_view,
         clock=_clock,
         notifier=notifier,
         metrics=counted,
         log_source=log_source,
         log_lines=log_lines,
-    )
-    cluster_view = view.ClusterView(
-        client, on_pod_event=observer.on_pod, on_event=observer.on_event
     )
     recorder = recording.Recorder(
         ledger_port=ledger,
@@ -96,7 +98,7 @@ async def run(
         ),
         clock=_clock,
         policy_reporter=policy_status.PolicyStatusWriter(client, instance=identity),
-        on_policy=lambda pol: on_policy(pol, limits=limits, notifier=notifier),
+        on_policy=lambda pol: notifier.set_sinks(pol.notify),
         metrics=counted,
     )
     stale_after = loop.RESYNC.total_seconds() * 3
@@ -124,11 +126,3 @@ async def run(
         stop_signals=supervisor.STOP_SIGNALS,
         cleanups=[elector.release, *aws_cleanups, client.close, ledger.close, sender.close],
     )
-
-
-def on_policy(
-    pol: policy.Policy, *, limits: list[protection.Limits], notifier: notify.Notifier
-) -> None:
-    """The policy in force, to those that read it outside the reconcile round."""
-    limits[0] = pol.limits
-    notifier.set_sinks(pol.notify)

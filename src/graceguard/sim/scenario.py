@@ -48,6 +48,7 @@ from collections.abc import Mapping
 
 from graceguard.domain import durations, intorpercent, policy
 from graceguard.domain.policy import FieldError
+from graceguard.manifests import policies
 from graceguard.sim import fields, kinds
 from graceguard.sim.fields import Doc
 
@@ -231,7 +232,7 @@ def read_scenario(doc: object, *, default_name: str = "scenario") -> Scenario:
                 f"expected a DisruptionPolicy spec (a mapping), got {fields.describe(raw_policy)}",
             )
         else:
-            pol = policy.policy_from_spec(raw_policy, errors=errors, name=name, prefix="policy")
+            pol = policies.policy_from_spec(raw_policy, errors=errors, name=name, prefix="policy")
     if errors:
         raise ScenarioError(errors)
     return Scenario(

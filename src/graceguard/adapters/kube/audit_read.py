@@ -28,10 +28,10 @@ import lightkube
 from lightkube.core.exceptions import ApiError
 from lightkube.generic_resource import create_global_resource, create_namespaced_resource
 
-from graceguard.adapters.kube import client, resources, view
+from graceguard.adapters.kube import client, resources
 from graceguard.domain import cluster, durations, policy
 from graceguard.engine.audit import inputs
-from graceguard.manifests import objects, pods
+from graceguard.manifests import objects, pods, policies
 from graceguard.manifests.errors import ManifestError
 
 ValidatingWebhookConfiguration: Any = create_global_resource(
@@ -367,8 +367,8 @@ def _autoscalers(
 def policy_in_force(entries: Iterable[policy.PolicyEntry]) -> policy.Policy:
     """The ``default`` object's policy, or the one its status says was last accepted."""
     for e in entries:
-        if e.name == view.POLICY_NAME:
-            return e.policy or view.choose_in_force(e, None)
+        if e.name == policy.OBJECT_NAME:
+            return policy.in_force(e)
     return policy.DEFAULT
 
 
@@ -405,7 +405,7 @@ def cluster_inputs(
     ]
     entries = None
     if policy_docs is not None:
-        entries = tuple(view.policy_entry(dict(d)) for d in policy_docs)
+        entries = tuple(policies.policy_entry(dict(d)) for d in policy_docs)
     return inputs.ClusterInputs(
         pods=tuple(audit_pods),
         nodes=tuple(_nodes(node_docs, configz or {}, unreadable)),

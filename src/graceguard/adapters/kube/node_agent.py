@@ -23,10 +23,9 @@ from lightkube.types import PatchType
 
 from graceguard.adapters.kube import disruptions as kube_disruptions
 from graceguard.adapters.kube import events, resources
-from graceguard.adapters.kube import view as kube_view
 from graceguard.agent import ports
 from graceguard.domain import cluster, disruption, policy, times
-from graceguard.manifests import pods
+from graceguard.manifests import pods, policies
 from graceguard.manifests.errors import ManifestError
 
 log = logging.getLogger(__name__)
@@ -113,15 +112,12 @@ class KubeNodeCluster:
 
     async def policy_in_force(self) -> policy.Policy:
         try:
-            raw = await self._client.get(resources.DisruptionPolicy, kube_view.POLICY_NAME)
+            raw = await self._client.get(resources.DisruptionPolicy, policy.OBJECT_NAME)
         except ApiError as err:
             if err.status.code == 404:
                 return policy.DEFAULT
             raise
-        entry = kube_view.policy_entry(_doc(raw))
-        if entry.policy is not None:
-            return entry.policy
-        return kube_view.choose_in_force(entry, None)
+        return policy.in_force(policies.policy_entry(_doc(raw)))
 
     async def pod_event(self, *, pod: cluster.Pod, reason: str, message: str) -> None:
         await self._client.create(

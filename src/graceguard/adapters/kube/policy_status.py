@@ -24,6 +24,7 @@ from lightkube.types import PatchType
 
 from graceguard.adapters.kube import resources
 from graceguard.domain import policy, times
+from graceguard.manifests import policies
 
 log = logging.getLogger(__name__)
 
@@ -154,8 +155,8 @@ class PolicyStatusWriter:
             "kind": "Event",
             "metadata": {"generateName": f"{entry.name}.", "namespace": EVENT_NAMESPACE},
             "involvedObject": {
-                "apiVersion": policy.API_VERSION,
-                "kind": policy.KIND,
+                "apiVersion": policies.API_VERSION,
+                "kind": policies.KIND,
                 "name": entry.name,
                 **({"uid": entry.uid} if entry.uid else {}),
             },

@@ -23,13 +23,12 @@ from graceguard.adapters.kube import resources
 from graceguard.adapters.kube.informer import Informer, RawHook
 from graceguard.domain import annotations as ann
 from graceguard.domain import cluster, disruption, policy
-from graceguard.manifests import disruptions, objects, pods
+from graceguard.manifests import disruptions, objects, pods, policies
 from graceguard.manifests.errors import ManifestError
 
 log = logging.getLogger(__name__)
 
 KEPT_ANNOTATIONS = ann.WATCHED | {ann.EVICTION_AT, ann.EVICTION_REASON, ann.BLOCKED_SINCE}
-POLICY_NAME = "default"
 POD_PAGE_SIZE = 100
 """Pods listed per request. A page of full Pod documents is parsed at once and the compact pods
 kept from it are allocated among its objects, so the page's memory stays in the process after
@@ -116,80 +115,17 @@ controller's ports can name it)."""
 
 
 def policy_entry(raw: dict[str, Any]) -> PolicyEntry:
-    """A ``DisruptionPolicy`` object -> its spec read, its ``status.inForce`` and what its status
-    reports; a malformed status is treated as none (the controller writes it again)."""
-    meta = raw.get("metadata") or {}
-    name, generation = str(meta.get("name", "")), _int(meta.get("generation"))
-    uid = str(meta.get("uid") or "")
-    status = raw.get("status")
-    status = status if isinstance(status, dict) else {}
-    spec = raw.get("spec")
-    common: dict[str, Any] = {
-        "uid": uid,
-        "in_force": _in_force(name, status.get("inForce")),
-        "reported": _reported(status),
-    }
-    try:
-        read = policy.policy_from_manifest(raw)
-    except policy.PolicyError as err:
-        return PolicyEntry(name, generation, None, str(err), tuple(err.errors), **common)
-    kept = dict(spec) if isinstance(spec, dict) else {}
-    return PolicyEntry(name, generation, read, None, spec=kept, **common)
-
-
-def _int(value: object) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
-def _in_force(name: str, raw: object) -> policy.InForce | None:
-    if not isinstance(raw, dict) or not isinstance(raw.get("spec"), dict):
-        return None
-    errors: list[policy.FieldError] = []
-    found = policy.policy_from_spec(
-        raw["spec"], errors=errors, name=name, prefix="status.inForce.spec"
-    )
-    if errors:
+    """``manifests.policies.policy_entry``, with a line in the log when the object's
+    ``status.inForce`` could not be read and is ignored."""
+    entry = policies.policy_entry(raw)
+    if entry.in_force_problem:
         log.warning(
             "DisruptionPolicy %s: status.inForce is not a policy this graceguard reads (%s); "
             "ignored",
-            name,
-            "; ".join(str(e) for e in errors),
+            entry.name,
+            entry.in_force_problem,
         )
-        return None
-    return policy.InForce(_int(raw.get("generation")), found)
-
-
-def _reported(status: dict[str, Any]) -> policy.Reported | None:
-    conditions = status.get("conditions")
-    if not isinstance(conditions, list):
-        return None
-    for c in conditions:
-        if isinstance(c, dict) and c.get("type") == "Accepted":
-            return policy.Reported(
-                _int(c.get("observedGeneration", status.get("observedGeneration"))),
-                c.get("status") == "True",
-                str(c.get("message", "")),
-            )
-    return None
-
-
-def choose_in_force(
-    entry: PolicyEntry, accepted: tuple[str, policy.InForce] | None
-) -> policy.Policy:
-    """The policy in force while ``entry``'s spec is not valid: the later of its
-    ``status.inForce`` and what this process accepted from the same object (``accepted``: the
-    object's uid and that policy), else ``status.inForce``, else what this process accepted from
-    an earlier object of the name, else the built-in defaults."""
-    recorded = entry.in_force
-    mine = accepted[1] if accepted is not None else None
-    same_object = accepted is not None and accepted[0] == entry.uid
-    if recorded is not None and mine is not None and same_object:
-        return (mine if mine.generation > recorded.generation else recorded).policy
-    if recorded is not None:
-        return recorded.policy
-    if mine is not None:
-        return mine.policy
-    return policy.DEFAULT
+    return entry
 
 
 class ClusterView:
@@ -328,6 +264,10 @@ class ClusterView:
         """The disruptions that cannot be carried out as written (their status says why)."""
         return [e.rejected for e in self.disruptions.store.values() if e.rejected is not None]
 
+    def policy_in_force(self) -> policy.Policy:
+        """``ports.PolicyInForce``: the policy ``policy`` answers, without its object."""
+        return self.policy()[0]
+
     def policy(self) -> tuple[policy.Policy, PolicyEntry | None]:
         """The policy in force and the ``default`` object (``None``: there is none).
 
@@ -336,13 +276,13 @@ class ClusterView:
         plan`` all find it), or what this process accepted later still; the built-in defaults
         only when nothing was ever accepted, or when there is no ``default`` object.
         """
-        entry = self.policies.store.get(POLICY_NAME)
+        entry = self.policies.store.get(policy.OBJECT_NAME)
         if entry is None:
             return policy.DEFAULT, None
         if entry.policy is not None:
             self._accepted = (entry.uid, policy.InForce(entry.generation, entry.policy))
             return entry.policy, entry
-        return choose_in_force(entry, self._accepted), entry
+        return policy.choose_in_force(entry, self._accepted), entry
 
     def versions(self, keys: Iterable[str]) -> dict[str, str]:
         """Current resourceVersions of ``pod:ns/name``, ``node:name`` and ``disruption:name``

@@ -19,7 +19,6 @@ LONG_GRACE_SECONDS = 15 * 60
 RUN_TO_COMPLETION = frozenset({"Never", "OnFailure"})
 KARPENTER_LABELS = ("karpenter.sh/nodepool", "karpenter.sh/provisioner-name")
 EKS_NODEGROUP_LABEL = "eks.amazonaws.com/nodegroup"
-POLICY_NAME = "default"
 
 
 def check_cluster(found: inputs.ClusterInputs, *, now: dt.datetime) -> list[Finding]:
@@ -316,9 +315,9 @@ def policy_problems(entries: tuple[policy.PolicyEntry, ...] | None) -> Iterator[
         )
         return
     names = {e.name for e in entries}
-    if POLICY_NAME not in names:
+    if policy.OBJECT_NAME not in names:
         yield _policy(
-            POLICY_NAME,
+            policy.OBJECT_NAME,
             Severity.INFO,
             "there is no 'default' DisruptionPolicy, so graceguard runs on its built-in defaults.",
             "create one (the chart does, from policy.spec) to set notice, windows and takeover.",
@@ -328,7 +327,7 @@ def policy_problems(entries: tuple[policy.PolicyEntry, ...] | None) -> Iterator[
 
 
 def _policy_entry(e: policy.PolicyEntry) -> Iterator[Finding]:
-    if e.name != POLICY_NAME:
+    if e.name != policy.OBJECT_NAME:
         yield _policy(
             e.name,
             Severity.MEDIUM,
