@@ -11,6 +11,7 @@ import pytest
 LISTING = [
     "graceguard.adapters",
     "graceguard.adapters.kube",
+    "graceguard.controller",
     "graceguard.engine",
     "graceguard.processes",
 ]
