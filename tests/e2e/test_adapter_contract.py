@@ -1,7 +1,8 @@
-"""The contract between the controller's two port implementations: the same sequences of engine
+"""The contract between the controller's port implementations: the same sequences of engine
 actions, carried out by the real executor through the Kubernetes adapter (``LightkubeWriter``) on
-the real control plane and through the simulator's adapter (``sim.cluster.SimCluster``), leave the
-same pod annotations, notice conditions, events, evictions and deletions.
+the real control plane, through the simulator's adapter (``sim.cluster.SimCluster``) and through
+the unit tests' in-memory one (``tests/unit/snapshot_cluster.SnapshotCluster``), leave the same
+pod annotations, notice conditions, events, evictions and deletions.
 
 The sequences are drawn by a seeded generator (the same seeds on every run, so a failure
 reproduces): a few rounds of notices, withdrawals, blocks, projections, retractions, warnings,
@@ -28,12 +29,13 @@ import controlplane
 from graceguard.adapters.kube import writer
 from graceguard.controller import executor
 from graceguard.domain import annotations as ann
-from graceguard.domain import notices, protection
+from graceguard.domain import cluster, notices, protection
 from graceguard.engine import actions as act
 from graceguard.sim.cluster import SimCluster
 from graceguard.sim.pods import SimPod
 from graceguard.sim.scenario import read_scenario
 from graceguard.sim.world import Mode, World
+from unit.snapshot_cluster import SnapshotCluster
 
 from . import graceguard_proc as gg
 from .conftest import NodeFactory
@@ -169,6 +171,33 @@ def run_sim(seed: int) -> Seen:
     )
 
 
+def run_snapshot(seed: int) -> Seen:
+    refs = {name: act.PodRef("default", name, f"uid-{name}") for name in PODS}
+    fake = SnapshotCluster(
+        cluster.Snapshot(
+            nodes=(cluster.Node("n1"),),
+            pods=tuple(
+                cluster.Pod("default", n, node="n1", uid=f"uid-{n}", grace_seconds=GRACE[n])
+                for n in PODS
+            ),
+        ),
+        clock=lambda: NOW,
+    )
+    ex = executor.Executor(cluster=fake, holds=fake)
+    for i, actions in enumerate(sequence(seed, refs)):
+        outcomes = asyncio.run(ex.run(actions, now=NOW + dt.timedelta(minutes=i)))
+        assert all(o.ok for o in outcomes), outcomes
+    pods = {p.name: p for p in fake.snapshot.pods}
+    return Seen(
+        annotations={n: _ours(dict(pods[n].annotations)) for n in PODS},
+        stages={n: pods[n].notice_stage for n in PODS},
+        events=Counter(
+            (key.split("/")[1], reason, message) for key, reason, message in fake.events
+        ),
+        terminating={n: fake.terminations.get(f"default/{n}") for n in PODS},
+    )
+
+
 def _grace(pod: SimPod) -> int | None:
     """The grace period the pod was asked to stop with (``None``: not asked)."""
     if pod.sigterm_at is None or pod.grace_end is None:
@@ -244,9 +273,11 @@ def test_the_kubernetes_and_simulator_adapters_leave_the_same_cluster(
     node = gg.node_name(kwok_nodes("a"))
     real = run_kube(control_plane, kube, namespace, node, seed)
     simulated = run_sim(seed)
-    assert real.annotations == simulated.annotations
-    assert real.stages == simulated.stages
-    assert real.terminating == simulated.terminating
-    assert real.events == simulated.events
+    in_memory = run_snapshot(seed)
+    for other in (simulated, in_memory):
+        assert real.annotations == other.annotations
+        assert real.stages == other.stages
+        assert real.terminating == other.terminating
+        assert real.events == other.events
     # the sequences do exercise the cluster: something was written on every run
     assert any(real.annotations.values()) or any(real.terminating.values())

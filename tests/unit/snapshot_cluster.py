@@ -12,8 +12,7 @@ import datetime as dt
 from collections.abc import Callable, Mapping
 
 from graceguard.controller import ports
-from graceguard.domain import annotations as ann
-from graceguard.domain import cluster, disruption, notices, times
+from graceguard.domain import cluster, disruption, notices
 from graceguard.engine import actions as act
 
 
@@ -26,6 +25,9 @@ class SnapshotCluster:
         self.events: list[tuple[str, str, str]] = []
         self.evictions: list[tuple[str, int]] = []
         self.deletions: list[str] = []
+        self.terminations: dict[str, int] = {}
+        """Pod key -> the grace period its termination began with (as ``deletionGracePeriod
+        Seconds``; a later eviction or deletion does not change it)."""
         self.completed: list[str] = []
         self.heartbeats: list[str] = []
         self.released: list[str] = []
@@ -56,38 +58,32 @@ class SnapshotCluster:
 
     async def set_notice(self, *, pod: act.PodRef, notice: notices.Notice) -> None:
         def change(p: cluster.Pod) -> cluster.Pod:
-            annotations = {
-                **p.annotations,
-                ann.EVICTION_AT: times.format_time(notice.eviction_at),
-                ann.EVICTION_REASON: notice.source,
-            }
-            return dataclasses.replace(p, annotations=annotations, notice_stage=notice.reason.value)
+            return dataclasses.replace(
+                p,
+                annotations=_merged(p.annotations, notices.posted(notice)),
+                notice_stage=notice.reason.value,
+            )
 
         self._update(pod, change)
 
     async def clear_notice(self, *, pod: act.PodRef) -> None:
         await self.patch_pod_annotations(
             pod=pod,
-            changes={ann.EVICTION_AT: None, ann.EVICTION_REASON: None, ann.BLOCKED_SINCE: None},
+            changes=notices.WITHDRAWN,
         )
         self._update(pod, lambda p: dataclasses.replace(p, notice_stage=None))
 
     async def patch_pod_annotations(
         self, *, pod: act.PodRef, changes: Mapping[str, str | None]
     ) -> None:
-        def change(p: cluster.Pod) -> cluster.Pod:
-            merged = dict(p.annotations)
-            for key, value in changes.items():
-                if value is None:
-                    merged.pop(key, None)
-                else:
-                    merged[key] = value
-            return dataclasses.replace(p, annotations=merged)
+        self._update(
+            pod, lambda p: dataclasses.replace(p, annotations=_merged(p.annotations, changes))
+        )
 
-        self._update(pod, change)
-
-    def _terminate(self, ref: act.PodRef) -> bool:
+    def _terminate(self, ref: act.PodRef, grace_seconds: int) -> bool:
         now = self._clock()
+        if any(p.key == ref.key for p in self.snapshot.pods):
+            self.terminations.setdefault(ref.key, grace_seconds)
         return self._update(
             ref,
             lambda p: (
@@ -100,14 +96,14 @@ class SnapshotCluster:
     ) -> tuple[ports.EvictionResult, str]:
         if self.refuse_evictions:
             return ports.EvictionResult.REFUSED, "Cannot evict pod as it would violate the budget"
-        if not self._terminate(pod):
+        if not self._terminate(pod, grace_seconds):
             return ports.EvictionResult.GONE, "not found"
         self.evictions.append((pod.key, grace_seconds))
         return ports.EvictionResult.EVICTED, ""
 
     async def delete(self, *, pod: act.PodRef, grace_seconds: int) -> bool:
         self.deletions.append(pod.key)
-        return self._terminate(pod)
+        return self._terminate(pod, grace_seconds)
 
     async def cordon(self, *, node: str) -> None:
         self.snapshot = dataclasses.replace(
@@ -160,3 +156,14 @@ class SnapshotCluster:
 
     async def release(self, *, request_id: str, node: str, hold: disruption.Hold) -> None:
         self.released.append(request_id)
+
+
+def _merged(annotations: Mapping[str, str], changes: Mapping[str, str | None]) -> dict[str, str]:
+    """``annotations`` after a merge patch of ``changes`` (``None``: removed)."""
+    merged = dict(annotations)
+    for key, value in changes.items():
+        if value is None:
+            merged.pop(key, None)
+        else:
+            merged[key] = value
+    return merged

@@ -11,7 +11,7 @@ import dataclasses
 import datetime as dt
 import enum
 import types
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from graceguard.domain import intorpercent
 
@@ -206,6 +206,29 @@ class Workload:
     replicas: int
     annotations: Mapping[str, str] = dataclasses.field(default_factory=_empty)
     """The workload's and its pod template's annotations (``graceguard.io/min-available``)."""
+
+
+def owned_by(workload: WorkloadRef, owners: Mapping[str, WorkloadRef]) -> WorkloadRef:
+    """The workload a pod of ``workload`` counts toward: the Deployment owning its ReplicaSet
+    (``owners``: a ReplicaSet's key -> its owner), else ``workload`` itself."""
+    if workload.kind != "ReplicaSet":
+        return workload
+    return owners.get(workload.key, workload)
+
+
+def workloads_and_owners(
+    *,
+    deployments: Iterable[Workload],
+    statefulsets: Iterable[Workload],
+    replica_sets: Iterable[tuple[Workload, WorkloadRef | None]],
+) -> tuple[tuple[Workload, ...], dict[str, WorkloadRef]]:
+    """The workloads with a scale subresource pods count toward (a ReplicaSet owned by a
+    Deployment is not one: its pods count toward the Deployment), and each owned ReplicaSet's
+    owner by its key."""
+    sets = list(replica_sets)
+    owners = {rs.ref.key: owner for rs, owner in sets if owner is not None}
+    found = (*deployments, *statefulsets, *(rs for rs, owner in sets if owner is None))
+    return found, owners
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -415,8 +415,7 @@ class FactsBuilder:
                     continue
                 if pod.phase is not running:
                     continue
-                owner = owners.get(w.key) if w.kind == "ReplicaSet" else None
-                healthy[owner.key if owner is not None else w.key] += 1
+                healthy[cluster.owned_by(w, owners).key] += 1
                 counted.add(pod.uid)
             yield
 

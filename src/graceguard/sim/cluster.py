@@ -18,7 +18,7 @@ from collections.abc import Mapping
 
 from graceguard.controller import ports
 from graceguard.domain import annotations as ann
-from graceguard.domain import disruption, notices, times
+from graceguard.domain import disruption, notices
 from graceguard.engine import actions as act
 from graceguard.sim.marks import MarkKind
 from graceguard.sim.pods import SimPod
@@ -87,10 +87,7 @@ class SimCluster:
         found.notice_stage = notice.reason.value
         await self.patch_pod_annotations(
             pod=pod,
-            changes={
-                ann.EVICTION_AT: times.format_time(notice.eviction_at),
-                ann.EVICTION_REASON: notice.source,
-            },
+            changes=notices.posted(notice),
         )
 
     async def clear_notice(self, *, pod: act.PodRef) -> None:
@@ -100,7 +97,7 @@ class SimCluster:
         found.notice_stage = None
         await self.patch_pod_annotations(
             pod=pod,
-            changes={ann.EVICTION_AT: None, ann.EVICTION_REASON: None, ann.BLOCKED_SINCE: None},
+            changes=notices.WITHDRAWN,
         )
 
     async def patch_pod_annotations(

@@ -157,15 +157,9 @@ class LiveAdmissionState:
     async def rebuild(self) -> None:
         v = self._view
         pol = self.policy()
-        owners = {
-            e.workload.ref.key: e.owner for e in v.replicasets.store.values() if e.owner is not None
-        }
+        workloads, owners = v.workloads()
         builder = admission.FactsBuilder(
-            workloads=[
-                *v.deployments.store.values(),
-                *v.statefulsets.store.values(),
-                *(e.workload for e in v.replicasets.store.values() if e.owner is None),
-            ],
+            workloads=list(workloads),
             budgets=list(v.budgets.store.values()),
             owners=owners,
             pol=pol,

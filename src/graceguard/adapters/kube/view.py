@@ -222,30 +222,27 @@ class ClusterView:
     async def wait_synced(self) -> None:
         await asyncio.gather(*(i.synced.wait() for i in self.informers))
 
+    def workloads(self) -> tuple[tuple[cluster.Workload, ...], dict[str, cluster.WorkloadRef]]:
+        """``cluster.workloads_and_owners`` over the workload informers' stores."""
+        return cluster.workloads_and_owners(
+            deployments=self.deployments.store.values(),
+            statefulsets=self.statefulsets.store.values(),
+            replica_sets=((e.workload, e.owner) for e in self.replicasets.store.values()),
+        )
+
     def snapshot(self) -> cluster.Snapshot:
-        owners = {
-            e.workload.ref.key: e.owner
-            for e in self.replicasets.store.values()
-            if e.owner is not None
-        }
+        workloads, owners = self.workloads()
         pod_list: list[cluster.Pod] = []
         for pod in self.pods.store.values():
             w = pod.workload
-            if w is not None and w.kind == "ReplicaSet":
-                owner = owners.get(w.key)
-                if owner is not None:
-                    pod = dataclasses.replace(pod, workload=owner)  # noqa: PLW2901
+            if w is not None and (owner := cluster.owned_by(w, owners)) is not w:
+                pod = dataclasses.replace(pod, workload=owner)  # noqa: PLW2901
             pod_list.append(pod)
-        workloads = [
-            *self.deployments.store.values(),
-            *self.statefulsets.store.values(),
-            *(e.workload for e in self.replicasets.store.values() if e.owner is None),
-        ]
         return cluster.Snapshot(
             nodes=tuple(self.nodes.store.values()),
             pods=tuple(pod_list),
             budgets=tuple(self.budgets.store.values()),
-            workloads=tuple(workloads),
+            workloads=workloads,
         )
 
     def requests(self) -> list[disruption.DisruptionRequest]:

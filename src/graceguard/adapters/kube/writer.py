@@ -83,10 +83,7 @@ class LightkubeWriter:
         )
         await self.patch_pod_annotations(
             pod=pod,
-            changes={
-                ann.EVICTION_AT: times.format_time(notice.eviction_at),
-                ann.EVICTION_REASON: notice.source,
-            },
+            changes=notices.posted(notice),
         )
 
     async def clear_notice(self, *, pod: act.PodRef) -> None:
@@ -99,7 +96,7 @@ class LightkubeWriter:
         )
         await self.patch_pod_annotations(
             pod=pod,
-            changes={ann.EVICTION_AT: None, ann.EVICTION_REASON: None, ann.BLOCKED_SINCE: None},
+            changes=notices.WITHDRAWN,
         )
 
     async def patch_pod_annotations(
