@@ -14,6 +14,8 @@ fresh name and namespace per test, so nothing collides with other tests' charts)
   (the chart's certificate names the Service, not 127.0.0.1); and its namespaceSelector also
   requires the test's namespace, so other tests' evictions never reach it. Everything else
   (rules, failurePolicy, timeoutSeconds, sideEffects, the excluded namespaces) is the chart's.
+  The chart registers it with ``failurePolicy: Ignore``; the fixture yields once the webhook
+  process has armed it with the chart's ``webhook.failurePolicy`` (``--arm-configuration``).
 """
 
 from __future__ import annotations
@@ -120,6 +122,13 @@ def local_args(rendered: list[str], *, port: int, tls_dir: pathlib.Path, ledger:
             continue
         out.append(arg)
     return [*out, "--self-signed", str(tls_dir), "--tls-host", "127.0.0.1"]
+
+
+def armed(kube: Client, configuration: str) -> str | None:
+    """The failure policy the API server has for the chart's webhook entry."""
+    found = kube.get(ValidatingWebhookConfiguration, configuration)
+    (entry,) = found.webhooks or []
+    return entry.failurePolicy
 
 
 @dataclasses.dataclass
@@ -234,8 +243,8 @@ def installed(  # noqa: PLR0915 - the chart's webhook resources applied in order
                 raise AssertionError(f"the webhook was not ready in 60s:\n{hook.output()}")
             time.sleep(0.2)
 
+        # The release's own name (unique per call): the RBAC the webhook arms it with names it.
         config = one(docs, "ValidatingWebhookConfiguration")
-        config["metadata"]["name"] = f"{config['metadata']['name']}-{namespace}"
         (webhook,) = config["webhooks"]
         webhook["clientConfig"] = {
             "url": f"https://127.0.0.1:{port}/validate-eviction",
@@ -247,6 +256,13 @@ def installed(  # noqa: PLR0915 - the chart's webhook resources applied in order
         done = control_plane.kubectl("apply", "-f", str(path))
         assert done.returncode == 0, done.stderr
         hook.configuration = config["metadata"]["name"]
+        assert webhook["failurePolicy"] == "Ignore"  # as the chart registers it
+        wanted = args[args.index("--failure-policy") + 1]
+        wait_until(
+            lambda: armed(kube, hook.configuration) == wanted,
+            timeout=30,
+            what=f"the webhook arming its configuration with failurePolicy {wanted}",
+        )
         yield hook
     finally:
         if config is not None:

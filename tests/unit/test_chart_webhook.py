@@ -86,9 +86,16 @@ def test_the_webhook_reviews_evictions_only(docs: list[dict[str, Any]]) -> None:
     assert h["matchPolicy"] == "Equivalent"
 
 
-def test_fail_closed_with_a_short_timeout(docs: list[dict[str, Any]]) -> None:
+def test_registered_open_armed_closed_by_a_serving_replica_with_a_short_timeout(
+    docs: list[dict[str, Any]],
+) -> None:
+    """Registered with Ignore, so an install whose webhook pods never run blocks no eviction; the
+    webhook sets the chart's Fail on its own configuration once it serves (tests/e2e)."""
     h = hook(docs)
-    assert h["failurePolicy"] == "Fail"
+    assert h["failurePolicy"] == "Ignore"
+    params = parsed_args(webhook_container(docs))
+    assert params["failure_policy"] == "Fail"
+    assert params["arm_configuration"] == NAME
     assert 1 <= h["timeoutSeconds"] <= 5
 
 
@@ -175,7 +182,11 @@ def test_two_replicas_with_their_own_budget(docs: list[dict[str, Any]]) -> None:
 def test_the_args_are_what_graceguard_webhook_accepts(docs: list[dict[str, Any]]) -> None:
     params = parsed_args(webhook_container(docs))
     assert params["trusted_user"] == [CONTROLLER]  # the controller's own evictions go through
-    assert params["failure_policy"] == hook(docs)["failurePolicy"] == "Fail"
+    assert params["failure_policy"] == "Fail"
+    assert (
+        params["arm_configuration"]
+        == one(docs, "ValidatingWebhookConfiguration")["metadata"]["name"]
+    )
     assert params["ledger_url"] == "$(LEDGER_URL)"
     assert params["report_every"] == "10m"
     env = {e["name"]: e for e in webhook_container(docs)["env"]}
@@ -196,10 +207,18 @@ def test_the_webhook_may_only_read_post_events_and_open_takeovers(
 ) -> None:
     role = one(docs, "ClusterRole", NAME)
     found: dict[tuple[str, str], set[str]] = {}
+    named: set[tuple[str, str, str, tuple[str, ...]]] = set()
     for group, resource, verb, names in permissions(role):
-        assert names == ()
+        if names:
+            named.add((group, resource, verb, names))
+            continue
         found.setdefault((group, resource), set()).add(verb)
     assert found == WEBHOOK_PERMISSIONS
+    # its own configuration only, to arm it
+    assert named == {
+        ("admissionregistration.k8s.io", "validatingwebhookconfigurations", verb, (NAME,))
+        for verb in ("get", "patch")
+    }
     binding = one(docs, "ClusterRoleBinding", NAME)
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": NAME, "namespace": NAMESPACE}]
     assert binding["roleRef"]["name"] == NAME

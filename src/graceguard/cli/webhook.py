@@ -77,9 +77,18 @@ def webhook(
         typer.Option(
             case_sensitive=False,
             help="When it cannot decide (cache not synced, pod unreadable): Fail refuses, "
-            "Ignore allows. Set it as the ValidatingWebhookConfiguration's failurePolicy.",
+            "Ignore allows. With --arm-configuration, also set on that configuration once "
+            "this replica serves.",
         ),
     ] = FailurePolicy.FAIL,
+    arm_configuration: Annotated[
+        str | None,
+        typer.Option(
+            help="The ValidatingWebhookConfiguration registered with failurePolicy Ignore (the "
+            "chart's) on which this replica sets --failure-policy once it serves with its cache "
+            "synced, and keeps it set; an install whose webhook never runs then blocks nothing."
+        ),
+    ] = None,
     ledger_url: Annotated[
         str | None,
         typer.Option(
@@ -134,6 +143,8 @@ def webhook(
             identity=identity,
             ledger_url=url,
         )
+        if arm_configuration is not None:
+            options.check_dns_subdomain("--arm-configuration", arm_configuration)
         tls = _tls(self_signed, tls_cert, tls_key, tls_host)
         options.check_listen("--host", host, {"--port": port})
         options.check_listen("--probe-host", probe_host, {"--metrics-port": metrics_port})
@@ -148,6 +159,7 @@ def webhook(
             tls=tls,
             trusted=frozenset(trusted_user or [default_trusted_user()]),
             failure_policy=failure_policy,
+            arm_configuration=arm_configuration,
             ledger_url=url,
             report_every=every,
             facts_interval=facts_interval,

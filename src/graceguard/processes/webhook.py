@@ -3,21 +3,23 @@
 Informers and facts (``LiveAdmissionState``), events through ``LightkubeWriter``, refusals to the
 ledger (``LazyLedger``, opened on first use), the ``Disruption`` objects a takeover opens through
 ``DisruptionStore``, the HTTPS server with a certificate reloaded when its files change, probes
-and metrics. ``supervisor.supervise`` runs it all and shuts it down in
-order: the HTTPS server stops taking reviews, the reports already started finish, then the
-ledger and the client close.
+and metrics; with ``arm_configuration``, the task that sets the failure policy on the webhook's own
+configuration once it serves (``webhook_config``). ``supervisor.supervise`` runs it all and
+shuts it down in order: the HTTPS server stops taking reviews, the reports already started
+finish, then the ledger and the client close.
 
 Wiring only: no decisions here, and no client library (those are behind ``graceguard.adapters``).
 """
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import pathlib
 
 from graceguard.adapters import ledger as ledger_store
 from graceguard.adapters import probes, webhook_server
-from graceguard.adapters.kube import admission_state, disruptions, writer
+from graceguard.adapters.kube import admission_state, disruptions, webhook_config, writer
 from graceguard.adapters.kube import client as kube_client
 from graceguard.processes import supervisor
 from graceguard.webhook import metrics
@@ -25,6 +27,10 @@ from graceguard.webhook.service import AdmissionService, FailurePolicy
 
 COMPONENT = "graceguard.io/webhook"
 """The reporting component of the webhook's events."""
+WEBHOOK_NAME = "evictions.graceguard.io"
+"""The webhook entry the chart registers (``--arm-configuration`` arms this one)."""
+ARM_EVERY = 10.0
+"""Seconds between checks that the configuration is still armed."""
 
 
 async def run(
@@ -35,6 +41,7 @@ async def run(
     tls: webhook_server.ReloadingTLS,
     trusted: frozenset[str],
     failure_policy: FailurePolicy,
+    arm_configuration: str | None = None,
     ledger_url: str | None,
     report_every: dt.timedelta,
     facts_interval: float,
@@ -78,8 +85,25 @@ async def run(
         ", ".join(sorted(trusted)),
         failure_policy,
     )
+
+    async def keep_armed() -> None:
+        """Once this replica can answer (listening, cache synced), the configured failure policy
+        on its configuration, checked again every ``ARM_EVERY`` seconds."""
+        while True:
+            if state.synced and arm_configuration is not None:
+                await webhook_config.arm(
+                    client,
+                    configuration=arm_configuration,
+                    webhook=WEBHOOK_NAME,
+                    failure_policy=str(failure_policy),
+                )
+            await asyncio.sleep(ARM_EVERY if state.synced else 0.5)
+
+    tasks = {"cache": state.run, "tls": tls.watch}
+    if arm_configuration is not None:
+        tasks["arm"] = keep_armed
     await supervisor.supervise(
-        tasks={"cache": state.run, "tls": tls.watch},
+        tasks=tasks,
         endpoints=[
             probes.Endpoint(probes.metrics_app(metrics.REGISTRY), metrics_port),
             probes.Endpoint(
