@@ -294,3 +294,5 @@ def test_a_hold_without_cap_is_kept_alive(
         ("eks-batch", "graceguard", "i-0123456789abcdef0", TOKEN)
     ]
     assert seen["status"].get("hold", {}).get("lastHeartbeat") == times.format_time(seen["now"])
+    # the round's status write (conditioned on the version read) went before the heartbeat's
+    assert seen["status"].get("phase") == disruption.Phase.HELD.value

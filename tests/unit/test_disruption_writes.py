@@ -162,3 +162,38 @@ def test_the_simulator_writes_and_completes_an_open_disruption() -> None:
 
     assert asyncio.run(writes()) == [ports.StatusWrite.WRITTEN, ports.StatusWrite.WRITTEN]
     assert ID not in world.requests  # released: drained
+
+
+class _Ordered(SnapshotCluster):
+    """Records the order of status writes and heartbeats to the same Disruption."""
+
+    def __init__(self) -> None:
+        super().__init__(cluster.Snapshot(nodes=(cluster.Node("n1"),)), clock=lambda: NOW)
+        self.calls: list[str] = []
+
+    async def report_disruption(
+        self, *, request_id: str, status: disruption.DisruptionStatus, read_version: str | None
+    ) -> ports.StatusWrite:
+        self.calls.append("report")
+        return await super().report_disruption(
+            request_id=request_id, status=status, read_version=read_version
+        )
+
+    async def heartbeat(self, *, request_id: str, node: str, hold: disruption.Hold) -> None:
+        self.calls.append("heartbeat")
+
+
+def test_a_heartbeat_goes_after_the_status_write_of_its_round() -> None:
+    """A heartbeat records status.hold.lastHeartbeat (a new version of the Disruption): were it
+    first, the round's status write over the version read would be refused as changed."""
+    fake = _Ordered()
+    hold = disruption.Hold(
+        heartbeat_timeout=dt.timedelta(minutes=5), last_heartbeat=NOW, cap=NOW + dt.timedelta(1)
+    )
+    outcomes = _run(
+        fake,
+        [act.ExtendHold(ID, "n1", hold), act.ReportDisruption(ID, "n1", DRAINING)],
+        {f"disruption:{ID}": "41"},
+    )
+    assert fake.calls == ["report", "heartbeat"]
+    assert [o.detail for o in outcomes] == ["heartbeat sent", "reported"]  # in the actions' order

@@ -75,8 +75,9 @@ class Executor:
         now: dt.datetime,
         versions: Mapping[str, str] | None = None,
     ) -> list[Outcome]:
-        """Carry out ``actions``: node-wide ones first, then each pod's in order, up to
-        ``CONCURRENCY`` pods at a time (a 100-pod drain is then not 600 calls in a row).
+        """Carry out ``actions``: node-wide ones first (heartbeats after the status writes),
+        then each pod's in order, up to ``CONCURRENCY`` pods at a time (a 100-pod drain is then
+        not 600 calls in a row).
 
         ``versions``: the versions of the objects the actions were planned from, keyed as
         ``rounds.written_key`` (``disruption:NAME``); a Disruption's status is written only over
@@ -85,12 +86,19 @@ class Executor:
         read = versions or {}
         outcomes: list[Outcome | None] = [None] * len(ordered)
         per_pod: dict[str, list[int]] = {}
+        heartbeats: list[int] = []
         for i, action in enumerate(ordered):
             pod = getattr(action, "pod", None)
             if isinstance(pod, act.PodRef):
                 per_pod.setdefault(pod.key, []).append(i)
+            elif isinstance(action, act.ExtendHold):
+                heartbeats.append(i)
             else:
                 outcomes[i] = await self._attempt(action, now, read)
+        # A heartbeat writes status.hold.lastHeartbeat, a new version of its Disruption: after
+        # the round's status writes, which are conditioned on the version read.
+        for i in heartbeats:
+            outcomes[i] = await self._attempt(ordered[i], now, read)
         gate = asyncio.Semaphore(CONCURRENCY)
 
         async def one_pod(indexes: list[int]) -> None:
