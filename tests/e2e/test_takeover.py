@@ -386,3 +386,34 @@ def test_the_leader_killed_mid_takeover_the_other_carries_on_sending_nothing_twi
         late = [e for e in gg.events(kube, namespace, "late") if e.reason == "ScheduledEviction"]
         assert late[0].reportingInstance == "gg-b"
         assert "Forbidden" not in b.output() and " 403 " not in b.output(), b.output()[-3000:]
+
+
+def test_without_a_leading_controller_no_eviction_is_taken_over(
+    control_plane: controlplane.ControlPlane,
+    kube: Client,
+    namespace: str,
+    kwok_nodes: NodeFactory,
+    tmp_path: pathlib.Path,
+) -> None:
+    """No controller holds the Lease in the release namespace: the webhook takes nothing over
+    (no Disruption that nobody would carry out); a protected pod is still refused by its
+    protection, and the answer says why there was no takeover. With a controller leading, the
+    same eviction is taken over (the tests above)."""
+    node = gg.node_name(kwok_nodes("a"))
+    run_pod(kube, namespace, pod("long", annotations={ann.MIN_RUNTIME: "1h"}, node_name=node))
+    with wi.installed(control_plane, kube, namespace, tmp_path) as hook:
+        assert gg.holder(kube, hook.release_namespace) is None
+
+        def refusal() -> str | None:
+            try:
+                evict(kube, "long", namespace)
+            except ApiError as err:
+                message = err.status.message or ""
+                return message if "no graceguard controller leads" in message else None
+            raise AssertionError("the protected pod's eviction was admitted")
+
+        message = wait_until(refusal, timeout=30, what="a refusal without takeover")
+        assert "protected by graceguard.io/min-runtime=1h" in message
+        assert TAKEN_OVER not in message
+        assert gg.disruptions(kube, node) == []
+        assert get_or_none(kube, Pod, "long", namespace) is not None

@@ -20,7 +20,7 @@ from graceguard.domain import windows as win
 from graceguard.domain.intorpercent import IntOrPercent
 from graceguard.engine import actions as act
 from graceguard.engine import admission
-from graceguard.webhook import review
+from graceguard.webhook import metrics, review
 from graceguard.webhook.service import AdmissionService, FailurePolicy
 
 NOW = dt.datetime(2026, 11, 21, 3, 47, 13, tzinfo=dt.UTC)
@@ -699,3 +699,56 @@ async def test_a_failed_create_is_logged_and_the_next_eviction_tries_again() -> 
     r.opener.fail = False
     assert not (await ask(r, capped("job-1")))["allowed"]
     assert len(r.opener.created) == 1
+
+
+# ---- no controller leads ----
+
+
+class Presence:
+    def __init__(self, leads: bool) -> None:
+        self.value = leads
+
+    def leads(self, now: dt.datetime) -> bool:
+        return self.value
+
+
+def leaderless_rig(*pods_: cluster.Pod, leads: bool) -> Rig:
+    r = takeover_rig(*pods_)
+    r.service = AdmissionService(
+        state=r.state,
+        events=r.events,
+        denials=r.denials,
+        opener=r.opener,
+        controller=Presence(leads),
+        trusted=frozenset({GRACEGUARD}),
+        failure_policy=FailurePolicy.FAIL,
+        clock=r.clock,
+    )
+    return r
+
+
+@pytest.mark.asyncio
+async def test_without_a_leading_controller_nothing_is_taken_over() -> None:
+    """A capped eviction of an unprotected long-grace pod is taken over while a controller leads;
+    with none, it is admitted (nobody would carry a takeover out), and a protected pod is still
+    refused by its protection, the answer saying why there was no takeover."""
+    long_grace = pod("job", grace_seconds=7200)
+    led = leaderless_rig(long_grace, PROTECTED, leads=True)
+    found = await ask(led, capped("job"))
+    assert found["auditAnnotations"]["rule"] == "takeover"
+    assert led.opener.created
+
+    alone = leaderless_rig(long_grace, PROTECTED, leads=False)
+    count = "graceguard_webhook_leaderless_reviews_total"
+    before = metrics.REGISTRY.get_sample_value(count) or 0.0
+    found = await ask(alone, capped("job"))
+    assert found["allowed"] is True
+    assert not alone.opener.created
+    refused = await ask(alone, body("train"))
+    assert not refused["allowed"] and refused["status"]["code"] == 429
+    message = refused["status"]["message"]
+    assert "protected by graceguard.io/min-runtime=3h" in message
+    assert "no graceguard controller leads" in message
+    assert not alone.opener.created
+    assert metrics.REGISTRY.get_sample_value(count) == before + 2
+    assert metrics.REGISTRY.get_sample_value("graceguard_webhook_controller_leads") == 0

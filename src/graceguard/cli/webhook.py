@@ -89,6 +89,14 @@ def webhook(
             "synced, and keeps it set; an install whose webhook never runs then blocks nothing."
         ),
     ] = None,
+    controller_lease: Annotated[
+        str | None,
+        typer.Option(
+            help="The controller's Lease in the webhook's namespace ($POD_NAMESPACE): while no "
+            "controller holds it (missing, or not renewed for its duration + 30s), evictions are "
+            "decided without takeover, since nobody would carry one out."
+        ),
+    ] = None,
     ledger_url: Annotated[
         str | None,
         typer.Option(
@@ -145,6 +153,12 @@ def webhook(
         )
         if arm_configuration is not None:
             options.check_dns_subdomain("--arm-configuration", arm_configuration)
+        lease_at = None
+        if controller_lease is not None:
+            options.check_dns_subdomain("--controller-lease", controller_lease)
+            lease_namespace = os.environ.get("POD_NAMESPACE", "")
+            options.check_dns_label("$POD_NAMESPACE", lease_namespace)
+            lease_at = (lease_namespace, controller_lease)
         tls = _tls(self_signed, tls_cert, tls_key, tls_host)
         options.check_listen("--host", host, {"--port": port})
         options.check_listen("--probe-host", probe_host, {"--metrics-port": metrics_port})
@@ -160,6 +174,7 @@ def webhook(
             trusted=frozenset(trusted_user or [default_trusted_user()]),
             failure_policy=failure_policy,
             arm_configuration=arm_configuration,
+            controller_lease_at=lease_at,
             ledger_url=url,
             report_every=every,
             facts_interval=facts_interval,

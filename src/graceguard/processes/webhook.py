@@ -4,9 +4,10 @@ Informers and facts (``LiveAdmissionState``), events through ``LightkubeWriter``
 ledger (``LazyLedger``, opened on first use), the ``Disruption`` objects a takeover opens through
 ``DisruptionStore``, the HTTPS server with a certificate reloaded when its files change, probes
 and metrics; with ``arm_configuration``, the task that sets the failure policy on the webhook's own
-configuration once it serves (``webhook_config``). ``supervisor.supervise`` runs it all and
-shuts it down in order: the HTTPS server stops taking reviews, the reports already started
-finish, then the ledger and the client close.
+configuration once it serves (``webhook_config``); with ``controller_lease_at``, whether a
+controller leads (``controller_lease``: without one, no eviction is taken over).
+``supervisor.supervise`` runs it all and shuts it down in order: the HTTPS server stops taking
+reviews, the reports already started finish, then the ledger and the client close.
 
 Wiring only: no decisions here, and no client library (those are behind ``graceguard.adapters``).
 """
@@ -19,7 +20,13 @@ import pathlib
 
 from graceguard.adapters import ledger as ledger_store
 from graceguard.adapters import probes, webhook_server
-from graceguard.adapters.kube import admission_state, disruptions, webhook_config, writer
+from graceguard.adapters.kube import (
+    admission_state,
+    controller_lease,
+    disruptions,
+    webhook_config,
+    writer,
+)
 from graceguard.adapters.kube import client as kube_client
 from graceguard.processes import supervisor
 from graceguard.webhook import metrics
@@ -42,6 +49,7 @@ async def run(
     trusted: frozenset[str],
     failure_policy: FailurePolicy,
     arm_configuration: str | None = None,
+    controller_lease_at: tuple[str, str] | None = None,
     ledger_url: str | None,
     report_every: dt.timedelta,
     facts_interval: float,
@@ -58,11 +66,19 @@ async def run(
         client, interval=facts_interval, after_build=webhook_server.HeapFreezer()
     )
     denials = ledger_store.LazyLedger(url=ledger_url) if ledger_url else None
+    presence = (
+        controller_lease.LeasePresence(
+            client, namespace=controller_lease_at[0], name=controller_lease_at[1]
+        )
+        if controller_lease_at is not None
+        else None
+    )
     service = AdmissionService(
         state=state,
         events=writer.LightkubeWriter(client, instance=identity, component=COMPONENT),
         denials=denials,
         opener=disruptions.DisruptionStore(client),
+        controller=presence,
         trusted=trusted,
         failure_policy=failure_policy,
         clock=lambda: dt.datetime.now(dt.UTC),
@@ -102,6 +118,8 @@ async def run(
     tasks = {"cache": state.run, "tls": tls.watch}
     if arm_configuration is not None:
         tasks["arm"] = keep_armed
+    if presence is not None:
+        tasks["controller-lease"] = presence.run
     await supervisor.supervise(
         tasks=tasks,
         endpoints=[

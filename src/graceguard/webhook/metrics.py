@@ -32,3 +32,14 @@ TAKEOVERS = prom.Counter(
     ["source", "scope", "result"],
     registry=REGISTRY,
 )
+CONTROLLER_LEADS = prom.Gauge(
+    "graceguard_webhook_controller_leads",
+    "1 while a graceguard controller holds its Lease (renewed within its duration and a grace of "
+    "30s), 0 while none does: evictions are then decided without takeover.",
+    registry=REGISTRY,
+)
+LEADERLESS_REVIEWS = prom.Counter(
+    "graceguard_webhook_leaderless_reviews_total",
+    "Reviews decided without takeover because no graceguard controller led.",
+    registry=REGISTRY,
+)

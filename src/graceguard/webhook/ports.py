@@ -7,6 +7,7 @@ Adapters implement them (``adapters.kube.admission_state``, ``adapters.kube.writ
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Protocol
 
 from graceguard.domain import cluster, disruption, ledger, policy
@@ -56,3 +57,10 @@ class EventPort(Protocol):
 
 class DenialLedger(Protocol):
     async def record_denial(self, rec: ledger.DenialRecord) -> bool: ...
+
+
+class ControllerPresence(Protocol):
+    """Whether a graceguard controller leads (its Lease), so that a takeover has someone to
+    carry it out."""
+
+    def leads(self, now: dt.datetime) -> bool: ...

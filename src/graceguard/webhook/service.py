@@ -61,6 +61,13 @@ JOIN_FOR = dt.timedelta(minutes=2)
 """How long a takeover this replica opened is joined without looking at the cache."""
 
 
+LEADERLESS = (
+    "no graceguard controller leads (its Lease is not renewed), so graceguard takes no eviction "
+    "over: decided by its rules alone"
+)
+"""Added to a refusal decided without takeover for want of a controller."""
+
+
 class FailurePolicy(enum.StrEnum):
     FAIL = "Fail"
     IGNORE = "Ignore"
@@ -89,6 +96,7 @@ class AdmissionService:
         events: ports.EventPort | None,
         denials: ports.DenialLedger | None,
         opener: ports.DisruptionOpener | None = None,
+        controller: ports.ControllerPresence | None = None,
         trusted: frozenset[str],
         failure_policy: FailurePolicy,
         clock: Callable[[], dt.datetime],
@@ -98,6 +106,7 @@ class AdmissionService:
         self._events = events
         self._denials = denials
         self._opener = opener
+        self._controller = controller
         self._opened: dict[str, dt.datetime] = {}
         """Node (or pod key, for a pod disruption) -> when this replica opened a takeover for it."""
         self.trusted = trusted
@@ -169,6 +178,10 @@ class AdmissionService:
             if pod is None:
                 return None  # the Eviction API answers 404 itself
         pol = state.policy()
+        leaderless = self._leaderless(now) and bool(pol.takeover)
+        if leaderless:  # nobody would carry a takeover out: the rules without it
+            pol = dataclasses.replace(pol, takeover=())
+            metrics.LEADERLESS_REVIEWS.inc()
         facts = state.facts()
         floor = facts.floor_for(pod)
         node = state.node(pod.node) if pod.node else None
@@ -184,9 +197,18 @@ class AdmissionService:
             node=node,
             grace_seconds=rev.grace_seconds,
         )
+        if leaderless and not verdict.allowed:
+            verdict = dataclasses.replace(verdict, reason=f"{verdict.reason}; {LEADERLESS}")
         if not rev.dry_run:
             self._after(rev, pod, verdict, floor, now)
         return verdict
+
+    def _leaderless(self, now: dt.datetime) -> bool:
+        if self._controller is None:
+            return False
+        leads = self._controller.leads(now)
+        metrics.CONTROLLER_LEADS.set(1 if leads else 0)
+        return not leads
 
     def _after(
         self,

@@ -19,7 +19,8 @@
 - ``lease``: leader election on a Lease; ``node_agent``: what one node's agent reads and writes;
   ``audit_read``: what ``graceguard audit`` reads; ``cleanup``: what ``graceguard
   uninstall-cleanup`` takes back from pods and nodes; ``webhook_config``: the webhook arming its
-  own ValidatingWebhookConfiguration.
+  own ValidatingWebhookConfiguration; ``controller_lease``: whether a controller leads, for the
+  webhook.
 
 graceguard keeps its own informers rather than kopf's watch handlers: after a relist it must
 drop objects deleted while the watch was down, it must know each object's resourceVersion to

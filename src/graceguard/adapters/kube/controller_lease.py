@@ -1,0 +1,76 @@
+"""Whether a graceguard controller leads, for the webhook (``webhook.ports.ControllerPresence``):
+the controller's Lease, read every ``EVERY`` seconds.
+
+A controller leads while the Lease has a holder and was renewed within its duration plus
+``GRACE`` (a failover, about 12 s, is not an absence: the webhook goes on taking evictions over
+for the next leader). Until the Lease is first read, and while it cannot be read (no permission,
+the API server away), the controller is taken to lead, as before this check: only a Lease read
+and found stale, or missing, makes the webhook decide without takeover.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import logging
+
+import httpx2
+import lightkube
+from lightkube.core.exceptions import ApiError
+from lightkube.resources.coordination_v1 import Lease
+
+log = logging.getLogger(__name__)
+
+EVERY = 2.0
+GRACE = dt.timedelta(seconds=30)
+
+
+class LeasePresence:
+    def __init__(self, client: lightkube.AsyncClient, *, namespace: str, name: str) -> None:
+        self._client = client
+        self.namespace = namespace
+        self.name = name
+        self._until: dt.datetime | None = None
+        """Until when the last read Lease counts as led (``datetime.min``: none leads)."""
+        self._read = False
+
+    def leads(self, now: dt.datetime) -> bool:
+        if not self._read or self._until is None:
+            return True
+        return now <= self._until
+
+    async def run(self) -> None:
+        was: bool | None = None
+        while True:
+            await self._refresh()
+            now = dt.datetime.now(dt.UTC)
+            leads = self.leads(now)
+            if self._read and leads != was:
+                log.info(
+                    "controller Lease %s/%s: %s",
+                    self.namespace,
+                    self.name,
+                    "a controller leads" if leads else "no controller leads: no takeover",
+                )
+                was = leads
+            await asyncio.sleep(EVERY)
+
+    async def _refresh(self) -> None:
+        try:
+            lease = await self._client.get(Lease, self.name, namespace=self.namespace)
+        except ApiError as err:
+            if err.status.code == 404:
+                self._read, self._until = True, dt.datetime.min.replace(tzinfo=dt.UTC)
+                return
+            log.warning("cannot read controller Lease %s/%s: %s", self.namespace, self.name, err)
+            return
+        except (httpx2.HTTPError, OSError) as err:
+            log.warning("cannot read controller Lease %s/%s: %s", self.namespace, self.name, err)
+            return
+        spec = lease.spec
+        renewed = (spec.renewTime or spec.acquireTime) if spec else None
+        self._read = True
+        if spec is None or not spec.holderIdentity or renewed is None:
+            self._until = dt.datetime.min.replace(tzinfo=dt.UTC)
+            return
+        self._until = renewed + dt.timedelta(seconds=spec.leaseDurationSeconds or 0) + GRACE
