@@ -89,6 +89,7 @@ BAD_SPECS: dict[str, tuple[object, str]] = {
     "notify not a URL": ({**GOOD, "notify": [{"url": "ftp://x"}]}, "spec.notify[0].url"),
     "rebalance": ({**GOOD, "rebalance": "sometimes"}, "spec.rebalance"),
     "foreign instance": ({**GOOD, "foreignInstance": "maybe"}, "spec.foreignInstance"),
+    "deletion cost": ({**GOOD, "deletionCost": "off"}, "spec.deletionCost"),
     "unknown field": ({**GOOD, "noticeLeed": "10m"}, "spec.noticeLeed"),
     "spec not a mapping": ("everything", "spec"),
 }

@@ -391,6 +391,8 @@ VALID: dict[str, dict[str, Any]] = {
     "rebalance drain": {"rebalance": "drain"},
     "rebalance ignored": {"rebalance": "ignore"},
     "foreign instances abandoned": {"foreignInstance": "abandon"},
+    "deletion cost off": {"deletionCost": False},
+    "deletion cost on": {"deletionCost": True},
     "no notify": {"notify": []},
     "notify a sink": {"notify": [{"url": "https://hooks.example.com/services/T0/B0/x"}]},
     "notify every field": {
@@ -488,6 +490,9 @@ INVALID: dict[str, dict[str, Any]] = {
     "rebalance as list": {"rebalance": ["notice"]},
     "foreign instance unknown": {"foreignInstance": "ignore"},
     "foreign instance as boolean": {"foreignInstance": True},
+    "deletion cost as word": {"deletionCost": "yes"},
+    "deletion cost as string": {"deletionCost": "false"},
+    "deletion cost as number": {"deletionCost": 0},
     "notify not a list": {"notify": {"url": "https://hooks.example.com/x"}},
     "notify of a url": {"notify": ["https://hooks.example.com/x"]},
     "notify without url": {"notify": [{"events": ["ForcedEviction"]}]},

@@ -11,7 +11,7 @@ import typer
 
 from graceguard.cli import files
 from graceguard.domain import disruption, times
-from graceguard.engine import decision, projection
+from graceguard.engine import decision, deletion_cost, projection
 from graceguard.manifests import pods
 from graceguard.manifests.errors import ManifestError
 
@@ -85,7 +85,8 @@ def explain(
 ) -> None:
     """Explain when a pod may be disrupted, and why: protection, notices, windows, deadline.
 
-    Prints JSON with protectedUntil, reasons, earliestEviction, notices, blockedBy and warnings.
+    Prints JSON with protectedUntil, reasons, earliestEviction, notices, blockedBy, warnings
+    and deletionCost (the pod-deletion-cost graceguard keeps on a ReplicaSet's pod, and why).
 
     Example: graceguard explain job.yaml --policy policy.yaml --at 2026-11-21T02:00:00Z
     """
@@ -128,7 +129,22 @@ def _explain(
     )
     prot = projection.ProtectionReader(pol.limits).read(pod, now)
     d = decision.decide(pod=pod, prot=prot, request=request, pol=pol, now=now)
-    return decision_json(d, now=now, source=source)
+    cost = deletion_cost.decide(
+        pod=pod, protected=prot.active(now), now=now, enabled=pol.deletion_cost
+    )
+    return {**decision_json(d, now=now, source=source), "deletionCost": cost_json(cost)}
+
+
+def cost_json(cost: deletion_cost.DeletionCost) -> dict[str, Any]:
+    """The ``pod-deletion-cost`` graceguard would keep on the pod, and why."""
+    return {
+        "cost": cost.cost,
+        "current": cost.current,
+        "setByGraceguard": cost.ours,
+        "reason": cost.why.value,
+        "message": cost.message,
+        "writeAt": _t(cost.due),
+    }
 
 
 def decision_json(d: decision.PodDecision, *, now: dt.datetime, source: str) -> dict[str, Any]:

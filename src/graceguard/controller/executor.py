@@ -169,11 +169,21 @@ class Executor:
                 changes[ann.PROJECTED] = ",".join(projected)
                 await c.patch_pod_annotations(pod=pod, changes=changes)
                 return "projected"
-            case act.RetractProtection(pod=pod, remove=remove):
-                await c.patch_pod_annotations(
-                    pod=pod, changes={key: None for key in (*remove, ann.PROJECTED)}
-                )
+            case act.RetractProtection(pod=pod, remove=remove, keep=keep):
+                changes = {key: None for key in remove}
+                changes[ann.PROJECTED] = ",".join(keep) if keep else None
+                await c.patch_pod_annotations(pod=pod, changes=changes)
                 return "retracted"
+            case act.SetDeletionCost(pod=pod, cost=cost, at=at, projected=projected):
+                await c.patch_pod_annotations(
+                    pod=pod,
+                    changes={
+                        ann.POD_DELETION_COST: str(cost) if cost is not None else None,
+                        ann.DELETION_COST_AT: times.format_time(at) if at is not None else None,
+                        ann.PROJECTED: ",".join(projected) if projected else None,
+                    },
+                )
+                return f"deletion cost {cost}" if cost is not None else "deletion cost removed"
             case act.WarnAnnotation():
                 return await self._warn(action)
             case act.ExtendHold(request_id=request_id, node=node, hold=hold):

@@ -30,6 +30,7 @@ _POD_WRITES = (
     | act.ForceDelete
     | act.ProjectProtection
     | act.RetractProtection
+    | act.SetDeletionCost
 )
 _NODE_WRITES = act.Cordon | act.HoldNode
 _DISRUPTION_WRITES = (

@@ -19,6 +19,10 @@ completes; read as protection until completion."""
 KARPENTER_DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
 ACS_ENSURE_RUNNING = "alibabacloud.com/ensure-running-duration"
 
+# On pods a ReplicaSet owns: the ReplicaSet controller deletes the pods of lower cost first when
+# it scales in (an int32; absent means 0).
+POD_DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
+
 # On nodes: cluster-autoscaler leaves a node with this annotation alone (never scales it down).
 CA_SCALE_DOWN_DISABLED = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
 
@@ -34,6 +38,9 @@ autoscaler does not delete the node while graceguard drains it (a pod in its own
 period looks gone to the autoscaler); removed, with exactly that annotation, when it is done."""
 BLOCKED_SINCE = "graceguard.io/blocked-since"
 """When a planned eviction was first refused by a budget: the start of the ``pdbMaxWait`` clock."""
+DELETION_COST_AT = "graceguard.io/deletion-cost-at"
+"""When graceguard last set ``pod-deletion-cost`` on the pod: its writes of the cost are bounded
+from it (``engine.deletion_cost.LOWER_AFTER``)."""
 
 # What projection adds, and the value it adds.
 PROJECTION: tuple[tuple[str, str], ...] = (

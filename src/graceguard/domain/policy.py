@@ -97,6 +97,9 @@ class Policy:
     """Where humans are told of notices, forced evictions and premature terminations."""
     rebalance: RebalanceAction = RebalanceAction.NOTICE
     foreign_instance: ForeignInstanceAction = ForeignInstanceAction.CONTINUE
+    deletion_cost: bool = True
+    """``spec.deletionCost``: keep ``pod-deletion-cost`` on ReplicaSets' pods in line with their
+    work, so that a scale-in deletes idle replicas first (``engine.deletion_cost``)."""
 
     def takeover_for(self, source: str) -> TakeoverRule | None:
         """The takeover rule for evictions by ``source``: its own entry, else ``*``, else none."""

@@ -91,7 +91,8 @@ class ProjectProtection:
     """Add these annotations (``safe-to-evict: "false"``, ``do-not-disrupt: "true"``) and set
     ``graceguard.io/projected`` to ``projected``: every key graceguard projected on the pod, the
     ones it added before included, so that all of them are known as graceguard's own and
-    retracted together."""
+    retracted together. A deletion cost due in the same round is among ``add`` (and listed), so
+    that one write sets the list."""
 
     pod: PodRef
     add: tuple[tuple[str, str], ...]
@@ -100,10 +101,25 @@ class ProjectProtection:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class RetractProtection:
-    """Remove exactly the annotations graceguard projected, and ``graceguard.io/projected``."""
+    """Remove exactly the protection annotations graceguard projected, and
+    ``graceguard.io/projected`` unless it still lists others of graceguard's (``keep``)."""
 
     pod: PodRef
     remove: tuple[str, ...]
+    keep: tuple[str, ...] = ()
+    """What ``graceguard.io/projected`` lists afterwards (its deletion cost)."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class SetDeletionCost:
+    """Set ``controller.kubernetes.io/pod-deletion-cost`` to ``cost`` with
+    ``graceguard.io/deletion-cost-at: at``, or remove both (``None``), and set
+    ``graceguard.io/projected`` to ``projected`` (removed when empty)."""
+
+    pod: PodRef
+    cost: int | None
+    at: dt.datetime | None
+    projected: tuple[str, ...]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -177,6 +193,7 @@ Action = (
     | ReportDeadlineExceeded
     | ProjectProtection
     | RetractProtection
+    | SetDeletionCost
     | WarnAnnotation
     | ExtendHold
     | CompleteHold

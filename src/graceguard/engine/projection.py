@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from graceguard.domain import annotations as ann
 from graceguard.domain import cluster, protection
 from graceguard.engine import actions as act
+from graceguard.engine import deletion_cost as costs
 
 
 class ProtectionReader:
@@ -57,10 +58,11 @@ class _Watched:
     terminating (protection is projected onto it while it lasts)."""
     unstarted: dt.timedelta | None
     """The same for a pod not started yet: its protection's length, counted from now."""
-    protect: act.Action | None
+    protect: act.ProjectProtection | None
     """What projecting its protection takes (``None``: nothing to add)."""
-    retract: act.Action | None
-    """What retracting it takes (``None``: nothing graceguard projected)."""
+    retract: act.RetractProtection | None
+    """What retracting it takes (``None``: no protection graceguard projected; a deletion cost
+    it listed is ``deletion_cost``'s)."""
 
 
 def _watched(pod: cluster.Pod, reader: ProtectionReader) -> _Watched:
@@ -85,8 +87,17 @@ def _watched(pod: cluster.Pod, reader: ProtectionReader) -> _Watched:
         protect=act.ProjectProtection(pod_ref, add, (*projected, *(k for k, _ in add)))
         if add
         else None,
-        retract=act.RetractProtection(pod_ref, projected) if projected else None,
+        retract=act.RetractProtection(
+            pod_ref,
+            tuple(k for k in projected if k in _PROJECTABLE),
+            tuple(k for k in projected if k not in _PROJECTABLE),
+        )
+        if any(k in _PROJECTABLE for k in projected)
+        else None,
     )
+
+
+_PROJECTABLE = frozenset(key for key, _ in ann.PROJECTION)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -106,10 +117,12 @@ def project(  # noqa: C901 - one loop over every pod, kept inline (it runs per p
     now: dt.datetime,
     *,
     disrupted_nodes: frozenset[str] = frozenset(),
+    deletion_cost: bool = True,
 ) -> ProjectionResult:
     """One pass over every pod: project protection onto the pods that need it, retract it from
-    the pods that no longer do, report annotation warnings, and withdraw the notices of pods
-    whose node is no longer being disrupted."""
+    the pods that no longer do, keep their deletion cost in line (``deletion_cost``: the policy's
+    ``deletionCost``; ``engine.deletion_cost``), report annotation warnings, and withdraw the
+    notices of pods whose node is no longer being disrupted."""
     out: list[act.Action] = []
     wake: dt.datetime | None = None
     protected = 0
@@ -137,14 +150,21 @@ def project(  # noqa: C901 - one loop over every pod, kept inline (it runs per p
         until = entry.until
         if until is None and entry.unstarted is not None:
             until = now + entry.unstarted
-        if until is not None and until > now:
+        protects = until is not None and until > now
+        if protects:
+            assert until is not None
             protected += 1
             if wake is None or until < wake:
                 wake = until
-            if entry.protect is not None:
-                out.append(entry.protect)
-        elif entry.retract is not None:
-            out.append(entry.retract)
+        writes, later = costs.plan(
+            pod=pod,
+            protected=protects,
+            now=now,
+            enabled=deletion_cost,
+            projection=entry.protect if protects else entry.retract,
+        )
+        out.extend(writes)
+        wake = later if wake is None or (later is not None and later < wake) else wake
     if len(memo) > 2 * len(hits) + 64:
         reader.watched = {id(entry.pod): entry for entry in hits}  # forget pods gone or changed
     return ProjectionResult(tuple(out), wake, protected)

@@ -106,7 +106,11 @@ def reconcile(
     protected = 0
     if project:
         result = projection.project(
-            idx.snapshot.pods, reader, now, disrupted_nodes=frozenset(r.node for r in requests)
+            idx.snapshot.pods,
+            reader,
+            now,
+            disrupted_nodes=frozenset(r.node for r in requests),
+            deletion_cost=pol.deletion_cost,
         )
         out.extend(result.actions)
         wake.at_least(result.next_wakeup, now)

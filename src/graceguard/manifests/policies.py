@@ -289,6 +289,9 @@ def policy_from_spec(
     foreign = _choice(
         spec, "foreignInstance", default=d.foreign_instance, prefix=prefix, errors=errors
     )
+    deletion_cost = _bool(
+        spec, "deletionCost", default=d.deletion_cost, prefix=prefix, errors=errors
+    )
 
     return Policy(
         name=name,
@@ -305,10 +308,24 @@ def policy_from_spec(
         notify=sinks,
         rebalance=rebalance,
         foreign_instance=foreign,
+        deletion_cost=deletion_cost,
     )
 
 
 _E = TypeVar("_E", bound=enum.StrEnum)
+
+
+def _bool(
+    spec: Mapping[str, Any], field: str, *, default: bool, prefix: str, errors: list[FieldError]
+) -> bool:
+    """``true`` or ``false``; ``default`` when absent."""
+    raw = spec.get(field)
+    if raw is None:
+        return default
+    if isinstance(raw, bool):
+        return raw
+    errors.append(FieldError(f"{prefix}.{field}", f"expected true or false, got {raw!r}"))
+    return default
 
 
 def _choice(

@@ -5,9 +5,10 @@ removes again and pods it never evicts.
 Only what graceguard marks as its own is removed:
 
 - on pods, the projected annotations graceguard lists in ``graceguard.io/projected`` (only the
-  names graceguard projects: ``safe-to-evict``, ``do-not-disrupt``), that list itself, and its
-  notices' ``graceguard.io/eviction-at`` / ``eviction-reason`` / ``blocked-since``; a user's own
-  ``safe-to-evict`` (not listed) stays;
+  names graceguard projects: ``safe-to-evict``, ``do-not-disrupt``, ``pod-deletion-cost``), that
+  list itself, its notices' ``graceguard.io/eviction-at`` / ``eviction-reason`` /
+  ``blocked-since`` and ``graceguard.io/deletion-cost-at``; a user's own ``safe-to-evict`` or
+  ``pod-deletion-cost`` (not listed) stays;
 - on nodes, ``scale-down-disabled`` where ``graceguard.io/held-for`` says graceguard set it, and
   that annotation; the node agent's ``graceguard.io/shutdown`` taint.
 
@@ -35,8 +36,8 @@ from lightkube.types import PatchType
 from graceguard.adapters.kube import node_agent, resources
 from graceguard.domain import annotations as ann
 
-POD_OUTPUTS = (ann.EVICTION_AT, ann.EVICTION_REASON, ann.BLOCKED_SINCE)
-PROJECTABLE = frozenset(name for name, _ in ann.PROJECTION)
+POD_OUTPUTS = (ann.EVICTION_AT, ann.EVICTION_REASON, ann.BLOCKED_SINCE, ann.DELETION_COST_AT)
+PROJECTABLE = frozenset(name for name, _ in ann.PROJECTION) | {ann.POD_DELETION_COST}
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

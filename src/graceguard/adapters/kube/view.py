@@ -28,7 +28,13 @@ from graceguard.manifests.errors import ManifestError
 
 log = logging.getLogger(__name__)
 
-KEPT_ANNOTATIONS = ann.WATCHED | {ann.EVICTION_AT, ann.EVICTION_REASON, ann.BLOCKED_SINCE}
+KEPT_ANNOTATIONS = ann.WATCHED | {
+    ann.EVICTION_AT,
+    ann.EVICTION_REASON,
+    ann.BLOCKED_SINCE,
+    ann.POD_DELETION_COST,
+    ann.DELETION_COST_AT,
+}
 POD_PAGE_SIZE = 100
 """Pods listed per request. A page of full Pod documents is parsed at once and the compact pods
 kept from it are allocated among its objects, so the page's memory stays in the process after
