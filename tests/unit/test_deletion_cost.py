@@ -9,6 +9,7 @@ from collections.abc import Mapping
 
 import pytest
 
+from graceguard.adapters.kube import cleanup
 from graceguard.domain import annotations as ann
 from graceguard.domain import cluster, policy, protection, times
 from graceguard.engine import actions as act
@@ -205,3 +206,11 @@ def test_policy_reads_deletion_cost() -> None:
     assert off.deletion_cost is False
     with pytest.raises(policy.PolicyError, match=r"spec\.deletionCost: expected true or false"):
         policy.policy_from_manifest({**doc, "spec": {"deletionCost": "no"}})
+
+
+def test_uninstall_cleanup_takes_back_graceguards_cost_not_the_users() -> None:
+    ours = {COST: "1000", ann.PROJECTED: COST, ann.DELETION_COST_AT: times.format_time(T0)}
+    assert cleanup.pod_patch(ours) == {
+        "metadata": {"annotations": {COST: None, ann.PROJECTED: None, ann.DELETION_COST_AT: None}}
+    }
+    assert cleanup.pod_patch({COST: "-5"}) is None

@@ -365,6 +365,7 @@ def check_projection(h: History) -> None:
             if isinstance(a, act.RetractProtection):
                 pod = next(p for p in step.before.pods if p.key == a.pod.key)
                 ours = set(pod.annotations.get(ann.PROJECTED, "").split(","))
+                ours.add(ann.DELETION_COST_AT)  # graceguard's own mark, with the cost it lists
                 assert set(a.remove) <= ours, f"retracted a user's annotation: {a}"
         seen_by_engine = {p.uid for p in step.before.pods}
         for pod in step.after.pods:

@@ -4,12 +4,13 @@
   now) -> actions (``actions``) and when to be called again; ``index`` is the snapshot indexed for
   it, ``decision`` when one pod may go (shared with ``explain``, ``plan`` and the webhook).
 - ``projection``: which pods are protected now, and the annotations other autoscalers obey
-  projected onto them (and retracted).
+  projected onto them (and retracted); ``deletion_cost`` the ``pod-deletion-cost`` kept on a
+  ReplicaSet's pods with it, so that a scale-in deletes the idle ones first.
 - ``admission``: the eviction webhook's answer to an eviction someone else asked for.
 - ``audit``: ``graceguard audit``'s checks over what was read from the cluster and AWS.
 
 Pure and deterministic: no I/O, no clock (``now`` is an argument), no memory between calls. Whatever
-graceguard must remember (notices posted, projected annotations, the blocked-since clock) it writes
+graceguard must remember (notices posted, projected annotations, the blocked-since clock, when it set a cost) it writes
 onto the pods through its actions and reads back from the next snapshot, so a restarted or failed-
 over controller carries on where the last one stopped. ``.importlinter`` enforces the purity.
 """
