@@ -15,6 +15,7 @@ from graceguard.domain import cluster, policy, protection, times
 from graceguard.engine import actions as act
 from graceguard.engine import deletion_cost as costs
 from graceguard.engine import projection
+from graceguard.manifests import policies
 
 T0 = dt.datetime(2026, 11, 25, 12, 0, tzinfo=dt.UTC)
 RS = cluster.WorkloadRef("Deployment", "work", "workers")
@@ -200,12 +201,16 @@ def test_a_lone_cost_write_is_one_patch_and_keeps_the_projection_listed() -> Non
 
 
 def test_policy_reads_deletion_cost() -> None:
-    doc = {"apiVersion": policy.API_VERSION, "kind": policy.KIND, "metadata": {"name": "default"}}
-    assert policy.policy_from_manifest(doc).deletion_cost is True
-    off = policy.policy_from_manifest({**doc, "spec": {"deletionCost": False}})
+    doc = {
+        "apiVersion": policies.API_VERSION,
+        "kind": policies.KIND,
+        "metadata": {"name": "default"},
+    }
+    assert policies.policy_from_manifest(doc).deletion_cost is True
+    off = policies.policy_from_manifest({**doc, "spec": {"deletionCost": False}})
     assert off.deletion_cost is False
     with pytest.raises(policy.PolicyError, match=r"spec\.deletionCost: expected true or false"):
-        policy.policy_from_manifest({**doc, "spec": {"deletionCost": "no"}})
+        policies.policy_from_manifest({**doc, "spec": {"deletionCost": "no"}})
 
 
 def test_uninstall_cleanup_takes_back_graceguards_cost_not_the_users() -> None:

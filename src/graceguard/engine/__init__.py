@@ -9,8 +9,9 @@
 - ``admission``: the eviction webhook's answer to an eviction someone else asked for.
 - ``audit``: ``graceguard audit``'s checks over what was read from the cluster and AWS.
 
-Pure and deterministic: no I/O, no clock (``now`` is an argument), no memory between calls. Whatever
-graceguard must remember (notices posted, projected annotations, the blocked-since clock, when it set a cost) it writes
-onto the pods through its actions and reads back from the next snapshot, so a restarted or failed-
-over controller carries on where the last one stopped. ``.importlinter`` enforces the purity.
+Pure and deterministic: no I/O, no clock (``now`` is an argument), no memory between calls.
+Whatever graceguard must remember (notices posted, projected annotations, the blocked-since clock,
+when it set a deletion cost) it writes onto the pods through its actions and reads back from the
+next snapshot, so a restarted or failed-over controller carries on where the last one stopped.
+``.importlinter`` enforces the purity.
 """

@@ -59,6 +59,7 @@ _SPEC_FIELDS = {
     "notify",
     "rebalance",
     "foreignInstance",
+    "deletionCost",
 }
 
 
