@@ -44,7 +44,7 @@ APP = {"app": "workers"}
 def _live(kube: Client, namespace: str) -> list[Pod]:
     return [
         p
-        for p in kube.list(Pod, namespace=namespace, labels=APP)
+        for p in kube.list(Pod, namespace=namespace, labels={"app": APP["app"]})
         if p.metadata is not None and p.metadata.deletionTimestamp is None
     ]
 
