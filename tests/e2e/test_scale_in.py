@@ -16,6 +16,7 @@ The pure decision, the bound on writes and a user's own cost:
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import pathlib
 
@@ -184,3 +185,52 @@ def test_without_graceguard_the_scale_in_deletes_busy_workers(
     lost = busy - left
     assert lost, f"no busy worker deleted: kept {sorted(left)}"
     assert len(lost) == 2, f"the 2 doubled-up pods on a go: lost {sorted(lost)}"
+
+
+def _annotation(kube: Client, namespace: str, name: str, key: str) -> str | None:
+    found = kube.get(Pod, name, namespace=namespace)
+    return (found.metadata.annotations or {}).get(key) if found.metadata else None
+
+
+def test_busy_flags_moved_while_it_runs_move_the_cost(
+    control_plane: controlplane.ControlPlane,
+    kube: Client,
+    namespace: str,
+    kwok_nodes: NodeFactory,
+    controller: gg.Controller,
+) -> None:
+    """One busy worker on ``a`` turns idle and an idle one on ``b``/``c`` turns busy: the new
+    busy worker gets its cost at once; the old one keeps it until 30 s after graceguard set it
+    (the bound on writes), then loses it; the scale-in to 3 then keeps the workers busy now."""
+    busy = _five_workers_three_busy(control_plane, kube, namespace, kwok_nodes)
+    wanted = {name: ("1000" if name in busy else None) for name in _costs(kube, namespace)}
+    wait_until(lambda: _costs(kube, namespace) == wanted, timeout=30, what=f"costs as {wanted}")
+    was = sorted(busy)[0]
+    now_busy = sorted(set(wanted) - busy)[0]
+    set_at = dt.datetime.fromisoformat(
+        str(_annotation(kube, namespace, was, "graceguard.io/deletion-cost-at"))
+    )
+    for name, flag in ((was, "false"), (now_busy, "true")):
+        kube.patch(
+            Pod,
+            name,
+            {"metadata": {"annotations": {BUSY: flag}}},
+            namespace=namespace,
+            patch_type=PatchType.MERGE,
+        )
+    wait_until(
+        lambda: _annotation(kube, namespace, now_busy, COST) == "1000",
+        timeout=15,
+        what=f"{now_busy} turned busy gets cost 1000",
+    )
+    wait_until(
+        lambda: _annotation(kube, namespace, was, COST) is None,
+        timeout=30 + 30,
+        what=f"{was} turned idle loses its cost",
+    )
+    lowered = dt.datetime.now(dt.UTC)
+    assert lowered >= set_at + dt.timedelta(seconds=30) - dt.timedelta(seconds=1), (
+        f"lowered at {lowered}, set at {set_at}: sooner than the 30 s bound"
+    )
+    left = _scale_to_three(control_plane, kube, namespace)
+    assert left == (busy - {was}) | {now_busy}, f"kept {sorted(left)}"
