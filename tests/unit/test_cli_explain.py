@@ -366,3 +366,47 @@ def test_a_huge_min_runtime_is_clamped_to_the_cap(tmp_path: pathlib.Path, value:
     assert found["protectedUntil"] == "2026-11-22T00:00:00Z"  # startTime + 24h
     (warning,) = found["warnings"]
     assert warning["problem"] == "exceeds maxMinRuntime 24h0m0s; clamped to 24h0m0s"
+
+
+def _replica(annotations: dict[str, str]) -> dict[str, Any]:
+    doc = pod_doc(annotations)
+    doc["metadata"]["ownerReferences"] = [
+        {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "workers-5d8f", "controller": True}
+    ]
+    return doc
+
+
+@pytest.mark.parametrize(
+    ("annotations", "policy", "cost", "reason"),
+    [
+        ({ann.BUSY: "true"}, None, 1000, "protected"),
+        ({ann.BUSY: "false"}, None, None, "idle"),
+        ({ann.BUSY: "true", ann.POD_DELETION_COST: "7"}, None, None, "set-by-user"),
+        ({ann.BUSY: "true"}, {"deletionCost": False}, None, "policy-off"),
+    ],
+)
+def test_explain_shows_the_deletion_cost_and_why(
+    tmp_path: pathlib.Path,
+    annotations: dict[str, str],
+    policy: dict[str, Any] | None,
+    cost: int | None,
+    reason: str,
+) -> None:
+    args = [str(write(tmp_path, "pod.yaml", _replica(annotations))), "--at", AT]
+    if policy is not None:
+        doc = {
+            "apiVersion": "graceguard.io/v1alpha1",
+            "kind": "DisruptionPolicy",
+            "metadata": {"name": "default"},
+            "spec": policy,
+        }
+        args += ["--policy", str(write(tmp_path, "policy.yaml", doc))]
+    told = ok_json(*args)["deletionCost"]
+    assert (told["cost"], told["reason"]) == (cost, reason), told
+    assert told["message"]
+
+
+def test_explain_of_a_bare_pod_keeps_no_cost(tmp_path: pathlib.Path) -> None:
+    path = write(tmp_path, "pod.yaml", pod_doc({ann.BUSY: "true"}))
+    told = ok_json(str(path), "--at", AT)["deletionCost"]
+    assert (told["cost"], told["reason"]) == (None, "not-owned-by-a-replicaset"), told
