@@ -359,9 +359,9 @@ def _cgroup_dirs(node: str) -> Iterator[Path]:
     """Every cgroup under the node's root, children before parents."""
     for h in _hierarchies():
         root = h / _cgroup_name(node)
-        if root.is_dir():
-            yield from sorted((p for p in root.rglob("*") if p.is_dir()), reverse=True)
-            yield root
+        # bottom-up; os.walk ignores a cgroup that goes away while it walks (rglob raises)
+        for here, _dirs, _files in os.walk(root, topdown=False):
+            yield Path(here)
 
 
 def kill_cgroup_processes(node: str) -> int:
@@ -504,6 +504,12 @@ class Nodes:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
 
 
+def pod_log(nodes: Nodes, *, node: str, namespace: str, pod: str, uid: str, container: str) -> Path:
+    """Where the node's kubelet writes the container's log (CRI format) on this machine."""
+    (found,) = [n for n in nodes.nodes if n.name == node]
+    return found.root / "pod-logs" / f"{namespace}_{pod}_{uid}" / container / "0.log"
+
+
 def nodes_dir(cp_workdir: Path) -> Path:
     return cp_workdir / "nodes"
 
@@ -615,6 +621,8 @@ def _kubelet_config(node: Node, cp: controlplane.ControlPlane) -> Path:
         "fileCheckFrequency": "5s",
         "nodeStatusUpdateFrequency": "5s",
         "containerLogMaxSize": "10Mi",
+        # Not /var/log/pods: the node's own directory, removed with it.
+        "podLogsDir": str(node.root / "pod-logs"),
     }
     path = kd / "config.json"
     path.write_text(json.dumps(config, indent=2) + "\n")

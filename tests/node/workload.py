@@ -4,9 +4,11 @@ what its own log says about its SIGTERM."""
 from __future__ import annotations
 
 import datetime as dt
+import pathlib
 import re
 import subprocess
 import threading
+import time
 from collections.abc import Mapping
 
 from lightkube import Client
@@ -71,7 +73,9 @@ class Follow:
     """``kubectl logs -f`` of the workload's container: every line until the container exits
     (the kubelet removes a deleted pod's container, and its log, right after it exits)."""
 
-    def __init__(self, cp: controlplane.ControlPlane, name: str, namespace: str) -> None:
+    def __init__(
+        self, cp: controlplane.ControlPlane, name: str, namespace: str, *, container: str = "work"
+    ) -> None:
         self.lines: list[str] = []
         self.process = subprocess.Popen(
             [
@@ -84,7 +88,7 @@ class Follow:
                 "-f",
                 name,
                 "-c",
-                "work",
+                container,
             ],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
@@ -131,3 +135,43 @@ def terminated(kube: Client, name: str, namespace: str) -> ContainerStateTermina
 def release(kube: Client, name: str, namespace: str) -> None:
     """Drop ``KEEP`` so the deleted pod's object goes."""
     kube.patch(Pod, name, {"metadata": {"finalizers": None}}, namespace=namespace)
+
+
+class LogFile:
+    """The container's log file as its kubelet writes it on this machine (CRI format), read
+    through a descriptor opened while the container runs: it outlives the kubelet removing the
+    file with the pod, so every line the container wrote is read, up to its last one."""
+
+    def __init__(self, path: pathlib.Path, *, timeout: float = 30) -> None:
+        deadline = time.monotonic() + timeout
+        while not path.exists():
+            assert time.monotonic() < deadline, f"{path} did not appear"
+            time.sleep(0.2)
+        self.file = path.open(encoding="utf-8", errors="replace")
+        self.lines: list[str] = []
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _read(self) -> None:
+        partial = ""
+        while True:
+            entry = self.file.readline()
+            if not entry:
+                if self.stop.is_set():
+                    return
+                time.sleep(0.1)
+                continue
+            # <time> <stream> <P|F> <text>: P is a part of a line, F its end
+            _, _, tag, text = [*entry.rstrip("\n").split(" ", 3), "", "", "", ""][:4]
+            partial += text
+            if tag != "P":
+                self.lines.append(partial)
+                partial = ""
+
+    def finish(self) -> list[str]:
+        """Every line written so far (call once the container has exited)."""
+        self.stop.set()
+        self.thread.join(timeout=10)
+        self.file.close()
+        return list(self.lines)
