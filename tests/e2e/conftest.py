@@ -6,8 +6,6 @@ from __future__ import annotations
 import contextlib
 import json
 import pathlib
-import re
-import secrets
 import subprocess
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
@@ -15,14 +13,13 @@ from typing import Any
 import pytest
 import yaml
 from lightkube import ApiError, Client, KubeConfig
-from lightkube.models.meta_v1 import ObjectMeta
-from lightkube.resources.core_v1 import Namespace, Node, ServiceAccount
+from lightkube.resources.core_v1 import Node
 
 import controlplane
 from graceguard.adapters.kube import resources
 
 from . import graceguard_proc as gg
-from .kube import TEST_LABEL, kwok_node, node_ready, wait_until
+from .kube import TEST_LABEL, fresh_namespace, kwok_node, node_ready, wait_until
 
 NodeFactory = Callable[..., Node]
 
@@ -43,32 +40,17 @@ def kube(control_plane: controlplane.ControlPlane) -> Client:
     return Client(KubeConfig.from_file(control_plane.kubeconfig), field_manager="graceguard-e2e")
 
 
-def _slug(text: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:36].strip("-")
-
-
 @pytest.fixture
 def namespace(kube: Client, request: pytest.FixtureRequest) -> Iterator[str]:
     """A fresh namespace (deleted afterwards, with the test's nodes), ready for pods."""
-    name = f"{_slug(request.node.name.removeprefix('test_'))}-{secrets.token_hex(2)}"
-    kube.create(Namespace(metadata=ObjectMeta(name=name)))
-
-    def has_default_sa() -> bool:
+    with fresh_namespace(kube, request.node.name) as name:
         try:
-            kube.get(ServiceAccount, "default", namespace=name)
-        except ApiError:
-            return False
-        return True
-
-    wait_until(has_default_sa, timeout=30, what=f"ServiceAccount {name}/default")
-    try:
-        yield name
-    finally:
-        for node in kube.list(Node, labels={TEST_LABEL: name}):
-            assert node.metadata is not None and node.metadata.name is not None
-            kube.delete(Node, node.metadata.name)
-        _delete_disruptions(kube, prefix=f"{name}-")
-        kube.delete(Namespace, name)
+            yield name
+        finally:
+            for node in kube.list(Node, labels={TEST_LABEL: name}):
+                assert node.metadata is not None and node.metadata.name is not None
+                kube.delete(Node, node.metadata.name)
+            _delete_disruptions(kube, prefix=f"{name}-")
 
 
 def _delete_disruptions(kube: Client, *, prefix: str) -> None:

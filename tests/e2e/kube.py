@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import re
+import secrets
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import TypeVar
 
 from lightkube import ApiError, Client
@@ -15,7 +18,7 @@ from lightkube.models.core_v1 import (
     ResourceRequirements,
 )
 from lightkube.models.meta_v1 import ObjectMeta
-from lightkube.resources.core_v1 import Node, Pod
+from lightkube.resources.core_v1 import Namespace, Node, Pod, ServiceAccount
 
 T = TypeVar("T")
 
@@ -191,3 +194,25 @@ __all__ = [
     "run_pod",
     "wait_until",
 ]
+
+
+@contextlib.contextmanager
+def fresh_namespace(kube: Client, test_name: str) -> Iterator[str]:
+    """A namespace named after the test, ready for pods (its default ServiceAccount exists);
+    deleted afterwards."""
+    slug = re.sub(r"[^a-z0-9]+", "-", test_name.removeprefix("test_").lower()).strip("-")
+    name = f"{slug[:36].strip('-')}-{secrets.token_hex(2)}"
+    kube.create(Namespace(metadata=ObjectMeta(name=name)))
+
+    def has_default_sa() -> bool:
+        try:
+            kube.get(ServiceAccount, "default", namespace=name)
+        except ApiError:
+            return False
+        return True
+
+    wait_until(has_default_sa, timeout=30, what=f"ServiceAccount {name}/default")
+    try:
+        yield name
+    finally:
+        kube.delete(Namespace, name)

@@ -6,18 +6,14 @@ from __future__ import annotations
 
 import os
 import pathlib
-import re
-import secrets
 from collections.abc import Iterator
 
 import pytest
-from lightkube import ApiError, Client, KubeConfig
-from lightkube.models.meta_v1 import ObjectMeta
-from lightkube.resources.core_v1 import Namespace, ServiceAccount
+from lightkube import Client, KubeConfig
 
 import controlplane
 import realnode
-from e2e.kube import wait_until
+from e2e.kube import fresh_namespace
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 LAYOUT = ROOT / "out" / "image"
@@ -64,25 +60,8 @@ def kube(cluster: Cluster) -> Client:
     return Client(KubeConfig.from_file(cluster.cp.kubeconfig), field_manager="graceguard-node")
 
 
-def _slug(text: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:36].strip("-")
-
-
 @pytest.fixture
 def namespace(kube: Client, request: pytest.FixtureRequest) -> Iterator[str]:
     """A fresh namespace, deleted afterwards."""
-    name = f"{_slug(request.node.name.removeprefix('test_'))}-{secrets.token_hex(2)}"
-    kube.create(Namespace(metadata=ObjectMeta(name=name)))
-
-    def has_default_sa() -> bool:
-        try:
-            kube.get(ServiceAccount, "default", namespace=name)
-        except ApiError:
-            return False
-        return True
-
-    wait_until(has_default_sa, timeout=30, what=f"ServiceAccount {name}/default")
-    try:
+    with fresh_namespace(kube, request.node.name) as name:
         yield name
-    finally:
-        kube.delete(Namespace, name)
