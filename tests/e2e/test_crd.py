@@ -502,14 +502,16 @@ def chart_rbac(
 def test_the_rendered_chart_is_accepted(
     crd: controlplane.ControlPlane, chart_rbac: list[dict[str, Any]], tmp_path: pathlib.Path
 ) -> None:
-    """The rest (Deployment, Service, PDB, the default policy) with a server-side dry run: the
-    Deployment's pods would land on other tests' kwok nodes, the policy on theirs."""
+    """The rest (Deployment, Service, PDB, the default policy, and the Job of the post-delete hook
+    that runs ``graceguard uninstall-cleanup``) with a server-side dry run: the Deployment's pods
+    would land on other tests' kwok nodes, the policy on theirs, and the Job would clean up."""
     rest = [d for d in chart_rbac if d["kind"] not in RBAC_KINDS | {"CustomResourceDefinition"}]
     assert {d["kind"] for d in rest} == {
         "Deployment",
         "Service",
         "PodDisruptionBudget",
         "DisruptionPolicy",
+        "Job",
     }
     path = tmp_path / "rest.yaml"
     path.write_text(yaml.safe_dump_all(rest), encoding="utf-8")
