@@ -332,6 +332,7 @@ def _graceguard(
                 timeout=30,
                 what="leadership",
             )
+            hook.wait_until_led()
             yield hook
         finally:
             running.stop()

@@ -76,6 +76,7 @@ def guarded(
                         timeout=30,
                         what=f"{replicas[0]} leads",
                     )
+                    hook.wait_until_led()
             yield hook, running
         finally:
             for controller in running:

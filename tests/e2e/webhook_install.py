@@ -150,6 +150,17 @@ class Webhook:
     def ready(self) -> bool:
         return gg.probe_ok(self.health_port, "/readyz")
 
+    def sees_a_leader(self) -> bool:
+        """Whether the webhook's last reading of the controller Lease found a leader (its log
+        line ``controller Lease ...: a controller leads``; it reads the Lease every 2 s)."""
+        said = [line for line in self.output().splitlines() if "controller Lease " in line]
+        return bool(said) and said[-1].endswith("a controller leads")
+
+    def wait_until_led(self) -> None:
+        """Wait until the webhook has read the controller's Lease renewed: before that it takes
+        nothing over (and admits an unprotected pod's eviction at once)."""
+        wait_until(self.sees_a_leader, timeout=30, what="the webhook to see a controller lead")
+
     def denials(self, **filters: str) -> tuple[ledger_values.DenialRecord, ...]:
         async def read() -> tuple[ledger_values.DenialRecord, ...]:
             async with await Ledger.open(self.ledger, create=False) as led:
