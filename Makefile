@@ -148,7 +148,7 @@ chart-check: chart
 
 # ---- real Kubernetes control plane (issue 3): hack/ builds it from the Go module proxy ----
 # kube-apiserver, kube-controller-manager, kube-scheduler, kubectl and etcd (k8s.io/kubernetes),
-# kwok and cluster-autoscaler (kwok provider), built once into $(GRACEGUARD_CACHE)/<version>/bin
+# kwok, cluster-autoscaler and Karpenter (kwok providers), built once into $(GRACEGUARD_CACHE)/<version>/bin
 # (default ~/.cache/graceguard); see hack/README.md. Go: /usr/local/go/bin or PATH, or $$GO.
 GO ?= $(shell command -v go 2>/dev/null || echo /usr/local/go/bin/go)
 CONTROLPLANE := GO=$(GO) $(PY) hack/controlplane.py

@@ -7,7 +7,9 @@ Builds, once, from the Go module proxy (nothing is downloaded as a binary):
   Kubernetes requires (wrapper module ``hack/go/kubernetes``, one ``go build``);
 * kwok, the controller that makes Nodes without kubelets Ready and moves their
   Pods through their lifecycle (``hack/go/kwok``, stages in ``hack/kwok.yaml``);
-* cluster-autoscaler with only its kwok cloud provider (``hack/go/autoscaler``).
+* cluster-autoscaler with only its kwok cloud provider (``hack/go/autoscaler``);
+* Karpenter with its kwok cloud provider (``hack/go/karpenter``), its CRDs and the kwok
+  provider's KWOKNodeClass CRD copied from its module.
 
 Debian's ``etcd-server`` (3.4.23) is not used: kube-apiserver v1.37 accepts it, but it lacks
 RequestWatchProgress, so the streaming lists of client-go >= 1.35 (kwok's informers) fail
@@ -62,6 +64,11 @@ KUBERNETES_VERSION = "v1.37.1"
 KWOK_VERSION = "v0.8.0"
 AUTOSCALER_VERSION = "v0.0.0-20250613073258-1959f5f61f6c"
 AUTOSCALER_APIS_VERSION = "v0.0.0-20240627115740-d52e4b9665d7"
+KARPENTER_VERSION = "v1.15.0"
+KARPENTER_GO = "go1.27.3"
+"""Karpenter v1.15.0's go.mod asks for Go >= 1.26.9; the machine's Go is 1.26.8, so this one
+build runs with ``GOTOOLCHAIN=go1.27.3``, which the go command fetches from the module proxy
+like a module (hack/README: How it builds)."""
 # Bump when the build recipe below changes, so cached binaries are rebuilt.
 RECIPE = "3"
 
@@ -76,7 +83,7 @@ a file on this host in the CRI log format, which kwok then serves as the contain
 SERVICE_CIDR = "10.96.0.0/16"
 POD_CIDR = "10.244.0.0/16"
 
-COMPONENTS = ("kubernetes", "kwok", "autoscaler")
+COMPONENTS = ("kubernetes", "kwok", "autoscaler", "karpenter")
 BINARIES = {
     "kubernetes": (
         "kube-apiserver",
@@ -89,7 +96,16 @@ BINARIES = {
     ),
     "kwok": ("kwok",),
     "autoscaler": ("cluster-autoscaler",),
+    "karpenter": ("karpenter-kwok",),
 }
+KARPENTER_CRDS = (
+    "pkg/apis/crds/karpenter.sh_nodepools.yaml",
+    "pkg/apis/crds/karpenter.sh_nodeclaims.yaml",
+    "pkg/apis/crds/karpenter.sh_nodeoverlays.yaml",
+    "kwok/apis/crds/karpenter.kwok.sh_kwoknodeclasses.yaml",
+)
+"""Karpenter's CRDs as its module ships them (NodePool, NodeClaim, NodeOverlay) and the kwok
+provider's KWOKNodeClass."""
 
 
 class ControlPlaneError(RuntimeError):
@@ -152,6 +168,11 @@ def _go_build_argv(component: str, out: Path, modfile: Path | None = None) -> li
         argv.append(f"-modfile={modfile}")
     if component == "kubernetes":
         argv += ["-ldflags", _ldflags_kubernetes()]
+    elif component == "karpenter":
+        version = f"-X sigs.k8s.io/karpenter/pkg/operator.Version={KARPENTER_VERSION}"
+        argv += ["-ldflags", f"-s -w {version}"]
+        # One package whose binary would be named "kwok", like kwok's own: named apart.
+        return [*argv, "-o", str(out / "karpenter-kwok"), "sigs.k8s.io/karpenter/kwok"]
     else:
         argv += ["-ldflags", "-s -w"]
     if component == "autoscaler":
@@ -170,6 +191,8 @@ def _recipe_digest(component: str) -> str:
     for name in ("go.mod", "go.sum"):
         h.update((GO_MODULES / component / name).read_bytes())
     h.update(" ".join(_go_build_argv(component, Path("/out"))).encode())
+    if component == "karpenter":
+        h.update(KARPENTER_GO.encode())
     return h.hexdigest()
 
 
@@ -184,10 +207,10 @@ def is_built(component: str) -> bool:
     return all(binary(b).exists() for b in BINARIES[component])
 
 
-def _go_env() -> dict[str, str]:
+def _go_env(component: str = "") -> dict[str, str]:
     env = dict(os.environ)
-    # Use the installed toolchain; never fetch another one.
-    env["GOTOOLCHAIN"] = "local"
+    # The installed toolchain, except for Karpenter, which needs a newer Go (KARPENTER_GO).
+    env["GOTOOLCHAIN"] = KARPENTER_GO if component == "karpenter" else "local"
     env.setdefault("GOFLAGS", "")
     env["GOFLAGS"] = (env["GOFLAGS"] + " -mod=readonly").strip()
     return env
@@ -281,7 +304,7 @@ def derive_autoscaler_apis(src: Path, dst: Path) -> None:
 def _build_component(component: str) -> None:
     out = bin_dir()
     out.mkdir(parents=True, exist_ok=True)
-    env = _go_env()
+    env = _go_env(component)
     module_dir = GO_MODULES / component
     modfile: Path | None = None
     if component == "autoscaler":
@@ -326,7 +349,24 @@ def build(components: Sequence[str] = COMPONENTS) -> Path:
                 _build_component(component)
         if "kwok" in components:
             kwok_log_crds()
+        if "karpenter" in components:
+            karpenter_crds()
     return bin_dir()
+
+
+def karpenter_crds() -> list[Path]:
+    """``KARPENTER_CRDS`` copied from Karpenter's module (downloaded through the proxy, checked
+    against hack/go/karpenter/go.sum) into the cache, once."""
+    out = cache_dir() / "karpenter-crds" / KARPENTER_VERSION
+    found = [out / Path(rel).name for rel in KARPENTER_CRDS]
+    if all(f.exists() for f in found):
+        return found
+    module = GO_MODULES / "karpenter"
+    src = _go_mod_dir("sigs.k8s.io/karpenter", KARPENTER_VERSION, module, _go_env("karpenter"))
+    out.mkdir(parents=True, exist_ok=True)
+    for rel, f in zip(KARPENTER_CRDS, found, strict=True):
+        shutil.copyfile(src / rel, f)
+    return found
 
 
 def kwok_log_crds() -> list[Path]:
@@ -916,6 +956,55 @@ def start_autoscaler(
         *args,
     ]
     return spawn(name, argv, cp.logs, env=env)
+
+
+# ---------------------------------------------------------------- Karpenter
+
+
+def install_karpenter_crds(cp: ControlPlane) -> None:
+    """Apply Karpenter's CRDs (``karpenter_crds``) and wait until they are established."""
+    crds = karpenter_crds()
+    for crd in crds:
+        done = cp.kubectl("apply", "--server-side", "-f", str(crd))
+        if done.returncode != 0:
+            raise ControlPlaneError(f"kubectl apply {crd.name}: {done.stderr}")
+    names = []
+    for crd in crds:  # <group>_<plural>.yaml
+        group, _, plural = crd.stem.partition("_")
+        names.append(f"crd/{plural}.{group}")
+    done = cp.kubectl("wait", "--for=condition=Established", "--timeout=30s", *names)
+    if done.returncode != 0:
+        raise ControlPlaneError(f"Karpenter's CRDs not established: {done.stderr}")
+
+
+def start_karpenter(
+    cp: ControlPlane,
+    *,
+    kubeconfig: Path | None = None,
+    name: str = "karpenter",
+    env: Mapping[str, str] | None = None,
+) -> subprocess.Popen[bytes]:
+    """Start Karpenter's kwok provider against ``cp`` (its CRDs installed first with
+    ``install_karpenter_crds``), as ``kubeconfig``'s user (default: the admin's).
+
+    Outside a cluster: no leader election (``DISABLE_LEADER_ELECTION``), its metrics and health
+    probes on free ports, its log in ``<logs>/<name>.log``. The nodes it creates carry
+    ``kwok.x-k8s.io/node: fake``, so the control plane's kwok plays their kubelet. ``env`` adds to
+    or overrides its environment (``BATCH_IDLE_DURATION``, ``FEATURE_GATES``...).
+    """
+    merged = {
+        **os.environ,
+        "KUBECONFIG": str(kubeconfig or cp.kubeconfig),
+        "DISABLE_LEADER_ELECTION": "true",
+        "METRICS_PORT": str(free_port()),
+        "HEALTH_PROBE_PORT": str(free_port()),
+        "LOG_LEVEL": "debug",
+        # The test's provisioning decisions within a second or two, not ten.
+        "BATCH_MAX_DURATION": "2s",
+        "BATCH_IDLE_DURATION": "1s",
+        **(env or {}),
+    }
+    return spawn(name, [str(binary("karpenter-kwok"))], cp.logs, env=merged)
 
 
 # ---------------------------------------------------------------- command line

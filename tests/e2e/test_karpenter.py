@@ -1,0 +1,120 @@
+"""The real Karpenter (its kwok provider v1.15.0, ``tests/e2e/karpenter.py``) on the e2e control
+plane: a NodePool whose nodes expire (``expireAfter``) under a ``terminationGracePeriod``.
+
+Without graceguard (the loss): a pod Karpenter may not evict (``karpenter.sh/do-not-disrupt``) is
+deleted by Karpenter at the NodeClaim's ``karpenter.sh/nodeclaim-termination-timestamp`` minus the
+pod's own grace: a plain DELETE (no eviction, so no ``DisruptionTarget`` condition and nothing an
+eviction webhook could see), with no notice.
+"""
+
+from __future__ import annotations
+
+import datetime
+import pathlib
+
+import pytest
+from lightkube import Client
+from lightkube.models.meta_v1 import ObjectMeta
+from lightkube.resources.core_v1 import Event, Pod
+
+import controlplane
+
+from . import karpenter
+from .kube import condition, get_or_none, pod_spec, wait_until
+
+pytestmark = pytest.mark.e2e
+
+GRACE = 15  # the pod's terminationGracePeriodSeconds
+EXPIRE_AFTER = "40s"
+TERMINATION_GRACE = "40s"
+
+
+def job_pod(
+    name: str, pool: karpenter.Pool, *, grace: int, annotations: dict[str, str] | None = None
+) -> Pod:
+    spec = pod_spec(grace_seconds=grace, cpu="1", node_selector=pool.node_selector)
+    spec.tolerations = [karpenter.toleration()]
+    return Pod(metadata=ObjectMeta(name=name, annotations=annotations or {}), spec=spec)
+
+
+def running_on_pool_node(kube: Client, namespace: str, name: str, *, timeout: float = 90) -> str:
+    """Wait until Karpenter has made a node for the pod and it runs there; the node's name."""
+
+    def probe() -> str | None:
+        p = get_or_none(kube, Pod, name, namespace)
+        if p is None or p.status is None or p.status.phase != "Running" or p.spec is None:
+            return None
+        return p.spec.nodeName
+
+    return wait_until(probe, timeout=timeout, what=f"Karpenter to run {name} on a node")
+
+
+def termination_time(kube: Client, node: str, *, timeout: float = 90) -> datetime.datetime:
+    """The NodeClaim's termination timestamp, once Karpenter has set it (the claim expired)."""
+
+    def probe() -> datetime.datetime | None:
+        claim = karpenter.claim_of(kube, node)
+        value = (
+            ((claim or {}).get("metadata") or {}).get("annotations", {}).get(karpenter.TERMINATION)
+        )
+        return datetime.datetime.fromisoformat(value) if value else None
+
+    return wait_until(probe, timeout=timeout, what=f"the NodeClaim of {node} to expire")
+
+
+@pytest.mark.timeout(240)
+def test_expiry_deletes_a_do_not_disrupt_pod_at_its_deadline_minus_grace(
+    control_plane: controlplane.ControlPlane,
+    kube: Client,
+    namespace: str,
+    tmp_path: pathlib.Path,
+) -> None:
+    """Without graceguard: Karpenter never evicts the ``do-not-disrupt`` pod and tells it
+    nothing; at the termination timestamp minus the pod's 15 s grace it DELETEs it (its
+    ``Disrupted`` event says it bypasses the annotation), and the pod is gone by the deadline,
+    mid-work, never evicted."""
+    with karpenter.running(
+        control_plane,
+        kube,
+        namespace,
+        tmp_path,
+        expire_after=EXPIRE_AFTER,
+        termination_grace_period=TERMINATION_GRACE,
+    ) as pool:
+        pod = job_pod(
+            "work", pool, grace=GRACE, annotations={"karpenter.sh/do-not-disrupt": "true"}
+        )
+        kube.create(pod, namespace=namespace)
+        node = running_on_pool_node(kube, namespace, "work")
+        deadline = termination_time(kube, node)
+
+        def deleting() -> Pod | None:
+            p = get_or_none(kube, Pod, "work", namespace)
+            return p if p is not None and p.metadata and p.metadata.deletionTimestamp else None
+
+        deleted = wait_until(deleting, timeout=90, what="Karpenter to delete the pod")
+        seen = datetime.datetime.now(datetime.UTC)
+        assert deleted.metadata is not None and deleted.metadata.deletionTimestamp is not None
+        # Deleted at the deadline minus its grace: its deletion time is the deadline (Karpenter
+        # clamps the grace to the time left), observed within a few seconds of deadline - grace.
+        ends = deleted.metadata.deletionTimestamp
+        assert abs((ends - deadline).total_seconds()) <= 2, (ends, deadline)
+        assert seen >= deadline - datetime.timedelta(seconds=GRACE + 3), (seen, deadline)
+        # A plain DELETE: the Eviction API would have set DisruptionTarget.
+        assert condition(deleted, "DisruptionTarget") is None
+        reasons = [
+            e.reason
+            for e in kube.list(Event, namespace=namespace, fields={"involvedObject.name": "work"})
+        ]
+        assert "Disrupted" in reasons, reasons  # Karpenter's own word for its delete
+        assert "ScheduledEviction" not in reasons and "Evicted" not in reasons, reasons
+
+        wait_until(
+            lambda: get_or_none(kube, Pod, "work", namespace) is None,
+            timeout=GRACE + 15,
+            what="the pod to be gone",
+        )
+        gone = datetime.datetime.now(datetime.UTC)
+        assert gone <= deadline + datetime.timedelta(seconds=5), (gone, deadline)
+        log = pool.log.read_text(errors="replace")
+        assert '"message":"deleting pod"' in log
