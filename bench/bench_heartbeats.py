@@ -22,11 +22,10 @@ import itertools
 import json
 import resource
 import time
-from collections.abc import Mapping
 
 from graceguard.controller import executor, holds, loop, ports
 from graceguard.domain import annotations as ann
-from graceguard.domain import cluster, disruption, interruptions, notices, policy, times
+from graceguard.domain import cluster, disruption, interruptions, pod_writes, policy
 from graceguard.engine import actions as act
 
 T0 = dt.datetime(2026, 11, 23, 0, 0, tzinfo=dt.UTC)
@@ -111,23 +110,16 @@ class World:
         self.pods[ref.key] = dataclasses.replace(self.pods[ref.key], **changes)  # type: ignore[arg-type]
         self.dirty = True
 
-    async def set_notice(self, *, pod: act.PodRef, notice: notices.Notice) -> None:
-        """As the API server stores it: the condition's reason and the two annotations."""
-        annotations = {
-            **self.pods[pod.key].annotations,
-            ann.EVICTION_AT: times.format_time(notice.eviction_at),
-            ann.EVICTION_REASON: notice.source,
-        }
-        self._pod(pod, notice_stage=notice.reason.value, annotations=annotations)
-
-    async def clear_notice(self, *, pod: act.PodRef) -> None:
-        self._pod(pod, notice_stage=None)
-
-    async def patch_pod_annotations(
-        self, *, pod: act.PodRef, changes: Mapping[str, str | None]
-    ) -> None:
-        merged = {**self.pods[pod.key].annotations, **changes}
-        self._pod(pod, annotations={k: v for k, v in merged.items() if v is not None})
+    async def write_pod(self, *, pod: act.PodRef, write: pod_writes.PodWrite) -> None:
+        """As the API server stores it: the condition's reason and the annotations."""
+        found = self.pods[pod.key]
+        stage = found.notice_stage
+        match write:
+            case pod_writes.NoticePosted(notice=notice):
+                stage = notice.reason.value
+            case pod_writes.NoticeWithdrawn():
+                stage = None
+        self._pod(pod, notice_stage=stage, annotations=pod_writes.merged(found.annotations, write))
 
     async def evict(
         self, *, pod: act.PodRef, grace_seconds: int

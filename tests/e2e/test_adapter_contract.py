@@ -5,9 +5,9 @@ the unit tests' in-memory one (``tests/unit/snapshot_cluster.SnapshotCluster``),
 pod annotations, notice conditions, events, evictions and deletions.
 
 The sequences are drawn by a seeded generator (the same seeds on every run, so a failure
-reproduces): a few rounds of notices, withdrawals, blocks, projections, retractions, warnings,
-deadline reports, evictions and forced deletions over three pods. No graceguard controller runs in
-this test: only the executor writes.
+reproduces): a few rounds of notices, withdrawals, blocks, projections, retractions, deletion
+costs, warnings, deadline reports, evictions and forced deletions over three pods. No graceguard
+controller runs in this test: only the executor writes.
 """
 
 from __future__ import annotations
@@ -54,14 +54,17 @@ WRITTEN = (
     ann.PROJECTED,
     ann.CA_SAFE_TO_EVICT,
     ann.KARPENTER_DO_NOT_DISRUPT,
+    ann.POD_DELETION_COST,
+    ann.DELETION_COST_AT,
 )
 SEEDS = (1, 2, 3)
 
 
-def _action(rng: random.Random, ref: act.PodRef, at: dt.datetime) -> act.Action:  # noqa: PLR0911 - one return per action kind drawn
+def _action(rng: random.Random, ref: act.PodRef, at: dt.datetime) -> act.Action:  # noqa: C901, PLR0911 - one return per action kind drawn
     source = rng.choice(["drain", "upgrade"])
     kind = rng.choice(
-        ["proposed", "scheduled", "withdraw", "blocked", "project", "retract", "warn", "deadline"]
+        ["proposed", "scheduled", "withdraw", "blocked", "project", "retract", "cost"]
+        + ["warn", "deadline"]
         + ["evict", "delete"] * (1 if rng.random() < 0.3 else 0)
     )
     later = at + dt.timedelta(minutes=rng.choice([5, 10, 90]))
@@ -84,7 +87,13 @@ def _action(rng: random.Random, ref: act.PodRef, at: dt.datetime) -> act.Action:
             values = dict(ann.PROJECTION)
             return act.ProjectProtection(ref, tuple((k, values[k]) for k in keys), tuple(keys))
         case "retract":
-            return act.RetractProtection(ref, tuple(k for k, _ in ann.PROJECTION))
+            keep = rng.choice([(), (ann.POD_DELETION_COST,)])
+            return act.RetractProtection(ref, tuple(k for k, _ in ann.PROJECTION), keep)
+        case "cost":
+            cost = rng.choice([1000, None])
+            if cost is None:
+                return act.SetDeletionCost(ref, None, None, ())
+            return act.SetDeletionCost(ref, cost, at, (ann.POD_DELETION_COST,))
         case "warn":
             problem = rng.choice(["not a duration", "too large; clamped to 24h"])
             warning = protection.AnnotationWarning(

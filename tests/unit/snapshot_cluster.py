@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 
 from graceguard.controller import ports
-from graceguard.domain import cluster, disruption, notices
+from graceguard.domain import cluster, disruption, pod_writes
 from graceguard.engine import actions as act
 
 
@@ -56,29 +56,19 @@ class SnapshotCluster:
     ) -> None:
         self.events.append((pod.key, reason, message))
 
-    async def set_notice(self, *, pod: act.PodRef, notice: notices.Notice) -> None:
+    async def write_pod(self, *, pod: act.PodRef, write: pod_writes.PodWrite) -> None:
         def change(p: cluster.Pod) -> cluster.Pod:
-            return dataclasses.replace(
-                p,
-                annotations=_merged(p.annotations, notices.posted(notice)),
-                notice_stage=notice.reason.value,
-            )
+            annotations = pod_writes.merged(p.annotations, write)
+            match write:
+                case pod_writes.NoticePosted(notice=notice):
+                    stage: str | None = notice.reason.value
+                case pod_writes.NoticeWithdrawn():
+                    stage = None
+                case _:
+                    stage = p.notice_stage
+            return dataclasses.replace(p, annotations=annotations, notice_stage=stage)
 
         self._update(pod, change)
-
-    async def clear_notice(self, *, pod: act.PodRef) -> None:
-        await self.patch_pod_annotations(
-            pod=pod,
-            changes=notices.WITHDRAWN,
-        )
-        self._update(pod, lambda p: dataclasses.replace(p, notice_stage=None))
-
-    async def patch_pod_annotations(
-        self, *, pod: act.PodRef, changes: Mapping[str, str | None]
-    ) -> None:
-        self._update(
-            pod, lambda p: dataclasses.replace(p, annotations=_merged(p.annotations, changes))
-        )
 
     def _terminate(self, ref: act.PodRef, grace_seconds: int) -> bool:
         now = self._clock()
@@ -156,14 +146,3 @@ class SnapshotCluster:
 
     async def release(self, *, request_id: str, node: str, hold: disruption.Hold) -> None:
         self.released.append(request_id)
-
-
-def _merged(annotations: Mapping[str, str], changes: Mapping[str, str | None]) -> dict[str, str]:
-    """``annotations`` after a merge patch of ``changes`` (``None``: removed)."""
-    merged = dict(annotations)
-    for key, value in changes.items():
-        if value is None:
-            merged.pop(key, None)
-        else:
-            merged[key] = value
-    return merged

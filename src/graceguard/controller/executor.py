@@ -20,8 +20,7 @@ import logging
 from collections.abc import Iterable, Mapping
 
 from graceguard.controller import ports
-from graceguard.domain import annotations as ann
-from graceguard.domain import durations, notifications, times
+from graceguard.domain import durations, notifications, pod_writes, times
 from graceguard.engine import actions as act
 
 log = logging.getLogger(__name__)
@@ -125,7 +124,7 @@ class Executor:
                 await c.cordon(node=node)
                 return "cordoned"
             case act.PostNotice(pod=pod, notice=notice, request_id=request_id):
-                await c.set_notice(pod=pod, notice=notice)
+                await c.write_pod(pod=pod, write=pod_writes.NoticePosted(notice=notice))
                 await c.post_event(pod=pod, reason=notice.reason.value, message=notice.message)
                 self._tell(
                     notifications.Event(notice.reason.value),
@@ -138,7 +137,7 @@ class Executor:
                 )
                 return "noticed"
             case act.WithdrawNotice(pod=pod):
-                await c.clear_notice(pod=pod)
+                await c.write_pod(pod=pod, write=pod_writes.NoticeWithdrawn())
                 await c.post_event(
                     pod=pod,
                     reason="EvictionWithdrawn",
@@ -165,24 +164,16 @@ class Executor:
                 )
                 return "reported"
             case act.ProjectProtection(pod=pod, add=add, projected=projected):
-                changes: dict[str, str | None] = dict(add)
-                changes[ann.PROJECTED] = ",".join(projected)
-                await c.patch_pod_annotations(pod=pod, changes=changes)
+                projection = pod_writes.ProtectionProjected(add=add, projected=projected)
+                await c.write_pod(pod=pod, write=projection)
                 return "projected"
             case act.RetractProtection(pod=pod, remove=remove, keep=keep):
-                changes = {key: None for key in remove}
-                changes[ann.PROJECTED] = ",".join(keep) if keep else None
-                await c.patch_pod_annotations(pod=pod, changes=changes)
+                retraction = pod_writes.ProtectionRetracted(remove=remove, keep=keep)
+                await c.write_pod(pod=pod, write=retraction)
                 return "retracted"
             case act.SetDeletionCost(pod=pod, cost=cost, at=at, projected=projected):
-                await c.patch_pod_annotations(
-                    pod=pod,
-                    changes={
-                        ann.POD_DELETION_COST: str(cost) if cost is not None else None,
-                        ann.DELETION_COST_AT: times.format_time(at) if at is not None else None,
-                        ann.PROJECTED: ",".join(projected) if projected else None,
-                    },
-                )
+                deletion_cost = pod_writes.DeletionCostSet(cost=cost, at=at, projected=projected)
+                await c.write_pod(pod=pod, write=deletion_cost)
                 return f"deletion cost {cost}" if cost is not None else "deletion cost removed"
             case act.WarnAnnotation():
                 return await self._warn(action)
@@ -238,9 +229,7 @@ class Executor:
 
     async def _mark_blocked(self, action: act.MarkBlocked) -> str:
         pod, force_at = action.pod, action.force_at
-        await self._cluster.patch_pod_annotations(
-            pod=pod, changes={ann.BLOCKED_SINCE: times.format_time(action.since)}
-        )
+        await self._cluster.write_pod(pod=pod, write=pod_writes.BlockedSince(since=action.since))
         forced = f"; it will be forced at {times.format_time(force_at)}" if force_at else ""
         await self._cluster.post_event(
             pod=pod, reason="EvictionBlocked", message=f"{action.message}{forced}", warning=True

@@ -19,8 +19,8 @@ from graceguard.domain import (
     disruption,
     interruptions,
     ledger,
-    notices,
     notifications,
+    pod_writes,
     policy,
     termination,
 )
@@ -57,17 +57,11 @@ class EventPoster(Protocol):
 class ClusterWriter(EventPoster, Protocol):
     """Writes to the cluster on graceguard's behalf."""
 
-    async def set_notice(self, *, pod: act.PodRef, notice: notices.Notice) -> None:
-        """The ``PodEviction`` condition and the ``eviction-at`` / ``eviction-reason``
-        annotations."""
-
-    async def clear_notice(self, *, pod: act.PodRef) -> None:
-        """Remove the ``PodEviction`` condition, the notice annotations and blocked-since."""
-
-    async def patch_pod_annotations(
-        self, *, pod: act.PodRef, changes: Mapping[str, str | None]
-    ) -> None:
-        """Set (or, with ``None``, remove) pod annotations."""
+    async def write_pod(self, *, pod: act.PodRef, write: pod_writes.PodWrite) -> None:
+        """What graceguard keeps on ``pod``: a notice posted or withdrawn (with the
+        ``PodEviction`` condition), the blocked-since clock, protection projected or retracted,
+        a deletion cost. The annotations are ``pod_writes.annotation_changes(write)``'s; a pod
+        that is gone is fine."""
 
     async def evict(self, *, pod: act.PodRef, grace_seconds: int) -> tuple[EvictionResult, str]:
         """Through the Eviction API; returns the result and the API's message."""

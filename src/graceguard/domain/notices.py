@@ -1,15 +1,12 @@
-"""Notices: what graceguard tells a pod before it is evicted, in DESIGN.md's words, and the pod
-annotations that carry it (``posted``, ``WITHDRAWN``), written the same way by every writer
-(the Kubernetes one, the simulator's)."""
+"""Notices: what graceguard tells a pod before it is evicted, in DESIGN.md's words (the
+annotations that carry one are ``pod_writes``')."""
 
 from __future__ import annotations
 
 import dataclasses
 import datetime as dt
 import enum
-from collections.abc import Mapping
 
-from graceguard.domain import annotations as ann
 from graceguard.domain import durations, times
 
 
@@ -33,23 +30,6 @@ class Notice:
         return scheduled_message(
             lead=self.eviction_at - self.at, eviction_at=self.eviction_at, source=self.source
         )
-
-
-WITHDRAWN: Mapping[str, None] = {
-    ann.EVICTION_AT: None,
-    ann.EVICTION_REASON: None,
-    ann.BLOCKED_SINCE: None,
-}
-"""The annotation changes that withdraw a notice (``None``: removed), blocked-since with it."""
-
-
-def posted(notice: Notice) -> dict[str, str | None]:
-    """The annotation changes that post ``notice``: ``eviction-at`` and ``eviction-reason``, which
-    an application reads through a downward-API volume."""
-    return {
-        ann.EVICTION_AT: times.format_time(notice.eviction_at),
-        ann.EVICTION_REASON: notice.source,
-    }
 
 
 def proposed_message(*, eviction_at: dt.datetime, source: str) -> str:

@@ -14,11 +14,10 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-from collections.abc import Mapping
 
 from graceguard.controller import ports
 from graceguard.domain import annotations as ann
-from graceguard.domain import disruption, notices
+from graceguard.domain import disruption, notices, pod_writes
 from graceguard.engine import actions as act
 from graceguard.sim.marks import MarkKind
 from graceguard.sim.pods import SimPod
@@ -78,39 +77,18 @@ class SimCluster:
             node = found.node if found is not None and kind is not MarkKind.BLOCKED else None
             self.world.mark(now, kind, node, pod.name, message)
 
-    async def set_notice(self, *, pod: act.PodRef, notice: notices.Notice) -> None:
+    async def write_pod(self, *, pod: act.PodRef, write: pod_writes.PodWrite) -> None:
         found = self._pod(pod)
         if found is None:
             return
-        if found.first_notice is None:
-            found.first_notice = self.world.now
-        found.notice_stage = notice.reason.value
-        await self.patch_pod_annotations(
-            pod=pod,
-            changes=notices.posted(notice),
-        )
-
-    async def clear_notice(self, *, pod: act.PodRef) -> None:
-        found = self._pod(pod)
-        if found is None:
-            return
-        found.notice_stage = None
-        await self.patch_pod_annotations(
-            pod=pod,
-            changes=notices.WITHDRAWN,
-        )
-
-    async def patch_pod_annotations(
-        self, *, pod: act.PodRef, changes: Mapping[str, str | None]
-    ) -> None:
-        found = self._pod(pod)
-        if found is None:
-            return
-        for key, value in changes.items():
-            if value is None:
-                found.annotations.pop(key, None)
-            else:
-                found.annotations[key] = value
+        match write:
+            case pod_writes.NoticePosted(notice=notice):
+                if found.first_notice is None:
+                    found.first_notice = self.world.now
+                found.notice_stage = notice.reason.value
+            case pod_writes.NoticeWithdrawn():
+                found.notice_stage = None
+        found.annotations = pod_writes.merged(found.annotations, write)
         self._changed(found)
 
     async def evict(

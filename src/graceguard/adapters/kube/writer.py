@@ -16,7 +16,6 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import os
-from collections.abc import Mapping
 
 import lightkube
 from lightkube.core.exceptions import ApiError
@@ -28,7 +27,7 @@ from graceguard.adapters.kube import disruptions as kube_disruptions
 from graceguard.adapters.kube import events
 from graceguard.controller import ports
 from graceguard.domain import annotations as ann
-from graceguard.domain import disruption, notices, times
+from graceguard.domain import disruption, pod_writes, times
 from graceguard.engine import actions as act
 
 log = logging.getLogger(__name__)
@@ -66,48 +65,37 @@ class LightkubeWriter:
             )
         )
 
-    async def set_notice(self, *, pod: act.PodRef, notice: notices.Notice) -> None:
-        condition = {
-            "type": CONDITION,
-            "status": "True",
-            "reason": notice.reason.value,
-            "message": notice.message,
-            "lastTransitionTime": times.format_time(notice.at.replace(microsecond=0)),
-        }
+    async def write_pod(self, *, pod: act.PodRef, write: pod_writes.PodWrite) -> None:
+        """The ``PodEviction`` condition first for a notice (posted or withdrawn), then the
+        annotations ``pod_writes`` maps ``write`` to, in one merge patch."""
+        match write:
+            case pod_writes.NoticePosted(notice=notice):
+                condition: dict[str, str] = {
+                    "type": CONDITION,
+                    "status": "True",
+                    "reason": notice.reason.value,
+                    "message": notice.message,
+                    "lastTransitionTime": times.format_time(notice.at.replace(microsecond=0)),
+                }
+                await self._patch_condition(pod, condition)
+            case pod_writes.NoticeWithdrawn():
+                await self._patch_condition(pod, {"type": CONDITION, "$patch": "delete"})
+        await self._client.patch(
+            Pod,
+            pod.name,
+            {"metadata": {"annotations": pod_writes.annotation_changes(write)}},
+            namespace=pod.namespace,
+            patch_type=PatchType.MERGE,
+        )
+
+    async def _patch_condition(self, pod: act.PodRef, condition: dict[str, str]) -> None:
+        """``condition`` merged into the pod's status conditions by ``type``."""
         await self._client.patch(
             Pod.Status,
             pod.name,
             {"status": {"conditions": [condition]}},
             namespace=pod.namespace,
             patch_type=PatchType.STRATEGIC,
-        )
-        await self.patch_pod_annotations(
-            pod=pod,
-            changes=notices.posted(notice),
-        )
-
-    async def clear_notice(self, *, pod: act.PodRef) -> None:
-        await self._client.patch(
-            Pod.Status,
-            pod.name,
-            {"status": {"conditions": [{"type": CONDITION, "$patch": "delete"}]}},
-            namespace=pod.namespace,
-            patch_type=PatchType.STRATEGIC,
-        )
-        await self.patch_pod_annotations(
-            pod=pod,
-            changes=notices.WITHDRAWN,
-        )
-
-    async def patch_pod_annotations(
-        self, *, pod: act.PodRef, changes: Mapping[str, str | None]
-    ) -> None:
-        await self._client.patch(
-            Pod,
-            pod.name,
-            {"metadata": {"annotations": dict(changes)}},
-            namespace=pod.namespace,
-            patch_type=PatchType.MERGE,
         )
 
     async def evict(
