@@ -20,7 +20,7 @@ from graceguard.domain import windows as win
 from graceguard.domain.intorpercent import IntOrPercent
 from graceguard.engine import actions as act
 from graceguard.engine import admission
-from graceguard.webhook import metrics, review
+from graceguard.webhook import review
 from graceguard.webhook.service import AdmissionService, FailurePolicy
 
 NOW = dt.datetime(2026, 11, 21, 3, 47, 13, tzinfo=dt.UTC)
@@ -740,7 +740,8 @@ async def test_without_a_leading_controller_nothing_is_taken_over() -> None:
 
     alone = leaderless_rig(long_grace, PROTECTED, leads=False)
     count = "graceguard_webhook_leaderless_reviews_total"
-    before = metrics.REGISTRY.get_sample_value(count) or 0.0
+    counted = alone.service.metrics.registry
+    assert counted.get_sample_value(count) == 0  # its own registry: no other test's reviews
     found = await ask(alone, capped("job"))
     assert found["allowed"] is True
     assert not alone.opener.created
@@ -750,5 +751,5 @@ async def test_without_a_leading_controller_nothing_is_taken_over() -> None:
     assert "protected by graceguard.io/min-runtime=3h" in message
     assert "no graceguard controller leads" in message
     assert not alone.opener.created
-    assert metrics.REGISTRY.get_sample_value(count) == before + 2
-    assert metrics.REGISTRY.get_sample_value("graceguard_webhook_controller_leads") == 0
+    assert counted.get_sample_value(count) == 2
+    assert counted.get_sample_value("graceguard_webhook_controller_leads") == 0

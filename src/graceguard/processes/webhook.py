@@ -62,8 +62,9 @@ async def run(
     """Serve reviews until a task fails (or it is cancelled). ``ledger_url=None`` records no
     refusals; ``KubeError`` when the kubeconfig cannot be loaded."""
     client = kube_client.connect(kubeconfig)
+    counted = metrics.WebhookMetrics()
     state = admission_state.LiveAdmissionState(
-        client, interval=facts_interval, after_build=webhook_server.HeapFreezer()
+        client, interval=facts_interval, after_build=webhook_server.HeapFreezer(), metrics=counted
     )
     denials = ledger_store.LazyLedger(url=ledger_url) if ledger_url else None
     presence = (
@@ -83,11 +84,15 @@ async def run(
         failure_policy=failure_policy,
         clock=lambda: dt.datetime.now(dt.UTC),
         report_every=report_every,
+        metrics=counted,
     )
 
     try:  # listening before the probes say ready
         https = await webhook_server.serve(
-            webhook_server.app(service, max_body=max_body), host=host, port=port, tls=tls.context
+            webhook_server.app(service, max_body=max_body, metrics=counted),
+            host=host,
+            port=port,
+            tls=tls.context,
         )
     except BaseException:
         await client.close()
@@ -123,7 +128,7 @@ async def run(
     await supervisor.supervise(
         tasks=tasks,
         endpoints=[
-            probes.Endpoint(probes.metrics_app(metrics.REGISTRY), metrics_port),
+            probes.Endpoint(probes.metrics_app(counted.registry), metrics_port),
             probes.Endpoint(
                 probes.probes_app(alive=lambda: True, ready=lambda: state.synced), health_port
             ),

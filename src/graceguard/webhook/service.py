@@ -45,7 +45,8 @@ from graceguard.domain import budgets, cluster, disruption, ledger, policy
 from graceguard.engine import actions as act
 from graceguard.engine import admission, projection
 from graceguard.manifests import disruptions
-from graceguard.webhook import metrics, ports
+from graceguard.webhook import metrics as webhook_metrics
+from graceguard.webhook import ports
 from graceguard.webhook import review as reviews
 
 log = logging.getLogger(__name__)
@@ -101,7 +102,10 @@ class AdmissionService:
         failure_policy: FailurePolicy,
         clock: Callable[[], dt.datetime],
         report_every: dt.timedelta = REPORT_EVERY,
+        metrics: webhook_metrics.WebhookMetrics | None = None,
     ) -> None:
+        self.metrics = metrics or webhook_metrics.WebhookMetrics()
+        """What it counts (the composition root serves its registry)."""
         self._state = state
         self._events = events
         self._denials = denials
@@ -130,10 +134,10 @@ class AdmissionService:
         try:
             rev = reviews.parse(body)
         except reviews.ReviewError as err:
-            metrics.REVIEWS.labels(result="bad-request", rule="").inc()
+            self.metrics.reviews.labels(result="bad-request", rule="").inc()
             return Answer(400, f"graceguard: {err}\n".encode())
         if not rev.is_eviction:
-            metrics.REVIEWS.labels(result="allowed", rule="not-an-eviction").inc()
+            self.metrics.reviews.labels(result="allowed", rule="not-an-eviction").inc()
             return Answer(200, reviews.answer(rev, allowed=True))
         try:
             if rev.problem is not None:
@@ -145,13 +149,13 @@ class AdmissionService:
             log.exception("review %s of %s/%s failed", rev.uid, rev.namespace, rev.name)
             return self._undecided(rev, f"internal error: {type(err).__name__}: {err}", 500)
         if verdict is None:
-            metrics.REVIEWS.labels(result="allowed", rule="not-found").inc()
+            self.metrics.reviews.labels(result="allowed", rule="not-found").inc()
             return Answer(200, reviews.answer(rev, allowed=True, audit={"rule": "not-found"}))
         audit = {"rule": str(verdict.rule), "source": verdict.source}
         if verdict.allowed:
-            metrics.REVIEWS.labels(result="allowed", rule=str(verdict.rule)).inc()
+            self.metrics.reviews.labels(result="allowed", rule=str(verdict.rule)).inc()
             return Answer(200, reviews.answer(rev, allowed=True, audit=audit), verdict)
-        metrics.REVIEWS.labels(
+        self.metrics.reviews.labels(
             result="denied-dry-run" if rev.dry_run else "denied", rule=str(verdict.rule)
         ).inc()
         return Answer(
@@ -181,7 +185,7 @@ class AdmissionService:
         leaderless = self._leaderless(now) and bool(pol.takeover)
         if leaderless:  # nobody would carry a takeover out: the rules without it
             pol = dataclasses.replace(pol, takeover=())
-            metrics.LEADERLESS_REVIEWS.inc()
+            self.metrics.leaderless_reviews.inc()
         facts = state.facts()
         floor = facts.floor_for(pod)
         node = state.node(pod.node) if pod.node else None
@@ -207,7 +211,7 @@ class AdmissionService:
         if self._controller is None:
             return False
         leads = self._controller.leads(now)
-        metrics.CONTROLLER_LEADS.set(1 if leads else 0)
+        self.metrics.controller_leads.set(1 if leads else 0)
         return not leads
 
     def _after(
@@ -265,10 +269,10 @@ class AdmissionService:
     def _undecided(self, rev: reviews.EvictionReview, why: str, code: int) -> Answer:
         text = f"graceguard could not decide: {why}"
         if self.failure_policy is FailurePolicy.IGNORE:
-            metrics.REVIEWS.labels(result="allowed-undecided", rule="").inc()
+            self.metrics.reviews.labels(result="allowed-undecided", rule="").inc()
             warning = f"{text}; allowed by failurePolicy Ignore"
             return Answer(200, reviews.answer(rev, allowed=True, warnings=(warning,)))
-        metrics.REVIEWS.labels(result="denied-undecided", rule="").inc()
+        self.metrics.reviews.labels(result="denied-undecided", rule="").inc()
         return Answer(200, reviews.answer(rev, allowed=False, code=code, message=text))
 
     # ---- taking an eviction over ----
@@ -285,7 +289,9 @@ class AdmissionService:
             return  # a pod bound to no node has nothing to drain; the refusal stands
         key = pod.node if scope is disruption.Scope.NODE else pod.key
         if self._open_already(key, pod, now):
-            metrics.TAKEOVERS.labels(source=verdict.source, scope=str(scope), result="joined").inc()
+            self.metrics.takeovers.labels(
+                source=verdict.source, scope=str(scope), result="joined"
+            ).inc()
             return
         if len(self._opened) > 10_000:
             self._opened = {k: at for k, at in self._opened.items() if now - at < JOIN_FOR}
@@ -321,11 +327,11 @@ class AdmissionService:
         try:
             created = await self._opener.open_disruption(request)
         except Exception as err:
-            metrics.TAKEOVERS.labels(**labels, result="failed").inc()
+            self.metrics.takeovers.labels(**labels, result="failed").inc()
             log.warning("cannot open the takeover disruption %s: %s", request.id, err)
             self._opened.pop(key, None)
             return
-        metrics.TAKEOVERS.labels(**labels, result="opened" if created else "joined").inc()
+        self.metrics.takeovers.labels(**labels, result="opened" if created else "joined").inc()
         if created:
             log.info("took over %s on %s: disruption %s", source, request.node, request.id)
 

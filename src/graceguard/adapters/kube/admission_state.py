@@ -32,7 +32,7 @@ from graceguard.adapters.kube import resources, view
 from graceguard.adapters.kube.informer import Informer
 from graceguard.domain import cluster, disruption, policy
 from graceguard.engine import admission
-from graceguard.webhook import metrics
+from graceguard.webhook import metrics as webhook_metrics
 
 log = logging.getLogger(__name__)
 
@@ -50,8 +50,10 @@ class LiveAdmissionState:
         interval: float = 1.0,
         chunk: int = CHUNK,
         after_build: Callable[[], None] | None = None,
+        metrics: webhook_metrics.WebhookMetrics | None = None,
     ) -> None:
         self._client = client
+        self._metrics = metrics or webhook_metrics.WebhookMetrics()
         self._view = view.ClusterView(client)
         quiet = asyncio.Event()  # what facts do not read changes nothing the rebuild uses
         self._nodes = Informer(
@@ -142,7 +144,7 @@ class LiveAdmissionState:
                 changed.clear()
                 started = loop.time()
                 await self.rebuild()
-                metrics.FACTS_BUILD.observe(loop.time() - started)
+                self._metrics.facts_build.observe(loop.time() - started)
                 await asyncio.sleep(max(0.0, self._interval - (loop.time() - started)))
                 await changed.wait()
         finally:
