@@ -117,6 +117,13 @@ def test_kubectl_drain_fails_on_the_protected_pod_and_drains_the_others(
         )
         assert record.namespace == namespace and record.message in event.message
 
+        # What it counted, served by the process from the metrics its composition root owns.
+        reviews = "graceguard_webhook_reviews_total"
+        assert hook.metric(f'{reviews}{{result="denied",rule="protection"}}') >= 2
+        assert hook.metric(f'{reviews}{{result="denied-dry-run",rule="protection"}}') >= 2
+        assert hook.metric("graceguard_webhook_review_seconds_count") >= 4
+        assert hook.metric("graceguard_webhook_facts_build_seconds_count") >= 1
+
 
 @pytest.mark.timeout(180)
 def test_a_drain_evicting_every_replica_at_once_keeps_the_deployments_floor(

@@ -32,6 +32,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
@@ -141,6 +142,7 @@ class Webhook:
     log: pathlib.Path
     ledger: str
     health_port: int
+    metrics_port: int
     configuration: str
     args: list[str]
 
@@ -160,6 +162,19 @@ class Webhook:
         """Wait until the webhook has read the controller's Lease renewed: before that it takes
         nothing over (and admits an unprotected pod's eviction at once)."""
         wait_until(self.sees_a_leader, timeout=30, what="the webhook to see a controller lead")
+
+    def metric(self, sample: str) -> float:
+        """One sample of what the webhook serves on ``/metrics`` (its name with labels, as the
+        exposition writes it); 0 when it has none."""
+        with urllib.request.urlopen(
+            f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5
+        ) as resp:
+            text = resp.read().decode()
+        for line in text.splitlines():
+            name, _, value = line.rpartition(" ")
+            if name == sample:
+                return float(value)
+        return 0.0
 
     def denials(self, **filters: str) -> tuple[ledger_values.DenialRecord, ...]:
         async def read() -> tuple[ledger_values.DenialRecord, ...]:
@@ -241,6 +256,7 @@ def installed(  # noqa: PLR0915 - the chart's webhook resources applied in order
         log=log,
         ledger=ledger,
         health_port=health,
+        metrics_port=metrics,
         configuration="",
         args=args,
     )
