@@ -1,7 +1,8 @@
-"""The simulated cluster: its clock, its pods (their work, terminations, replacements and where
-they run) and the marks on its timeline; the nodes (``fleet``), the open disruption requests
-(``requests``) and what the API server serves and its Eviction API (``api``) each in their own
-part, which the world holds.
+"""The simulated cluster: its clock and what happens to its pods (their work, terminations,
+ends and replacements), with the marks on its timeline. Each other job is a part the world holds:
+the nodes (``fleet``), the pods and where they run (``population``), where a new pod starts
+(``placement``), the open disruption requests (``requests``), and what the API server serves and
+its Eviction API (``api``).
 
 Mutable, and advanced by the runner one instant at a time; ``api.snapshot`` shows it to the engine
 the way the Kubernetes adapter would (pod annotations and notice stages carry graceguard's memory).
@@ -17,17 +18,17 @@ breaks (the pod it uses ends while it still runs) is killed.
 
 from __future__ import annotations
 
-import bisect
 import datetime as dt
 import enum
 
-from graceguard.sim import api
+from graceguard.sim import api, placement
 from graceguard.sim.duetimes import DueTimes
 from graceguard.sim.fleet import Fleet
 from graceguard.sim.marks import Mark, MarkKind
 from graceguard.sim.pods import End, SimNode, SimPod
+from graceguard.sim.population import Population
 from graceguard.sim.requests import RequestBook
-from graceguard.sim.scenario import PodSpec, Scenario
+from graceguard.sim.scenario import Scenario
 
 REPLACEMENT_DELAY = dt.timedelta(seconds=30)
 """From a pod's end (or its termination, for a Deployment's service) to its replacement running:
@@ -59,48 +60,31 @@ class World:
                 labels=dict(spec.labels),
                 start=scenario.start + spec.start,
             )
-        self.pods: list[SimPod] = [
-            SimPod(spec=p, name=p.name, created=scenario.start + p.start, want_node=p.node)
-            for p in scenario.pods
-        ]
-        self._names = {p.name for p in self.pods}
-        self._spec_named: dict[str, PodSpec] = {p.spec.name: p.spec for p in reversed(self.pods)}
-        """A pod spec's name -> the spec (the first pod's, as a look through ``pods`` finds it)."""
+        self.population = Population(
+            [
+                SimPod(spec=p, name=p.name, created=scenario.start + p.start, want_node=p.node)
+                for p in scenario.pods
+            ]
+        )
+        self.pods = self.population.pods
+        """Every pod ever created, in creation order (``population``'s)."""
         for p in self.pods:
-            self._track(p)
-        self.current: dict[str, SimPod] = {}
-        """Pod name -> the pod going by that name now (the latest one created)."""
+            self._pod_times.add(p.created, p)
         self.now = scenario.start
         """The instant the world was last advanced to."""
         self.generation = 0
         """Bumped whenever a pod starts, is asked to stop or ends (budgets depend on those)."""
-        self._running: list[SimPod] | None = None
-        """A copy of ``_running_now`` handed out until the running pods change."""
-        self._active: list[SimPod] | None = None
-        """The pods not ended yet (waiting to start or running)."""
-        self._clients_of: list[SimPod] = [p for p in self.pods if p.spec.uses is not None]
-        """The pods that hold a connection to another (few): whose clients a pod's end breaks."""
 
     def _init_clock(self) -> None:
-        """What the clock steps and placement keep up to date instead of looking at every pod
-        each step (the nodes' is ``fleet``'s)."""
-        self._order: dict[SimPod, int] = {}
-        """Pod -> its place in ``pods`` (creation order: the order the clock step takes pods in)."""
+        """What the clock step looks at instead of every pod (the nodes' is ``fleet``'s, the
+        running pods' ``population``'s)."""
         self._pod_times: DueTimes[SimPod] = DueTimes()
         """A pending pod's creation; a running pod's completion, exit and end of grace period. An
         entry stands while its pod has not ended."""
-        self._pending = 0
-        """Pods not started yet."""
         self._waiting: dict[SimPod, None] = {}
         """Pods created but not placed yet (no node would take them): retried each step."""
         self._stopping_for_clients: dict[SimPod, None] = {}
         """Terminating pods that stop once their clients are done: looked at each step."""
-        self._terminating = 0
-        """Pods asked to stop, not ended yet."""
-        self._running_now: list[SimPod] = []
-        """The running pods, in creation order (kept up to date)."""
-        self._on_node: dict[str, list[SimPod]] = {}
-        """Node name -> its running pods, in creation order (kept up to date)."""
 
     # ---- nodes (``fleet``) ------------------------------------------------------------------
 
@@ -125,19 +109,11 @@ class World:
 
     def pods_on(self, node: str, *, daemons: bool = True) -> list[SimPod]:
         """The pods running on ``node``, in creation order."""
-        return [p for p in self._on_node.get(node, ()) if daemons or not p.daemon]
+        return self.population.on(node, daemons=daemons)
 
     def running_pods(self) -> list[SimPod]:
         """The running pods, in creation order (the same list until one starts or ends)."""
-        if self._running is None:
-            self._running = list(self._running_now)
-        return self._running
-
-    def active(self) -> list[SimPod]:
-        """The pods not ended yet, in creation order (kept until a pod ends or is created)."""
-        if self._active is None:
-            self._active = [p for p in self.pods if p.end is None]
-        return self._active
+        return self.population.running()
 
     def changed(self, pod: SimPod) -> None:
         """A pod started, was asked to stop, ended, or got new annotations."""
@@ -149,11 +125,8 @@ class World:
         self.api.dropped(pod)
 
     def pod(self, key: str) -> SimPod | None:
-        namespace, _, name = key.partition("/")
-        found = self.current.get(name)
-        if found is None or found.namespace != namespace or not found.running:
-            return None
-        return found
+        """The running pod ``namespace/name``."""
+        return self.population.by_key(key)
 
     def sigterm(
         self,
@@ -169,7 +142,7 @@ class World:
         if not pod.running or pod.terminating:
             return False
         pod.sigterm(now, grace)
-        self._terminating += 1
+        self.population.stopping()
         for t in (pod.exit_at, pod.grace_end):
             if t is not None:
                 self._pod_times.add(t, pod)
@@ -202,14 +175,9 @@ class World:
         self, pod: SimPod, now: dt.datetime, kind: End, cause: str, *, cascade: bool = True
     ) -> None:
         if pod.sigterm_at is not None:
-            self._terminating -= 1
             self._stopping_for_clients.pop(pod, None)
-        self._running_now.remove(pod)
-        self._running = None
-        if pod.node is not None:
-            self._on_node[pod.node].remove(pod)
+        self.population.ended(pod)
         pod.end, pod.end_kind, pod.end_cause = now, kind, cause
-        self._active = None
         self.changed(pod)
         self.mark(now, MarkKind.END, pod.node, pod.name, f"{kind.value}: {cause}")
         if kind is not End.COMPLETED:
@@ -218,7 +186,7 @@ class World:
             self._break_clients(pod, now)
 
     def _break_clients(self, pod: SimPod, now: dt.datetime) -> None:
-        for client in self._clients(pod):
+        for client in self.population.clients(pod):
             self.kill(client, now, f"its connection to {pod.name} broke")
 
     def _replace(self, pod: SimPod, now: dt.datetime) -> None:
@@ -228,29 +196,16 @@ class World:
         pod.replaced = True
         saved = pod.done(now) if pod.end_kind is End.CHECKPOINTED else pod.saved
         generation = pod.generation + 1
-        name = f"{pod.spec.name}-r{generation}"
-        while name in self._names:
-            name += "x"  # a scenario pod already has that name
-        self._names.add(name)
         replacement = SimPod(
             spec=pod.spec,
-            name=name,
+            name=self.population.free_name(f"{pod.spec.name}-r{generation}"),
             created=now + REPLACEMENT_DELAY,
             want_node=None,
             saved=saved,
             generation=generation,
         )
-        self.pods.append(replacement)
-        self._track(replacement)
-        self._active = None
-        if replacement.spec.uses is not None:
-            self._clients_of.append(replacement)
-
-    def _track(self, pod: SimPod) -> None:
-        """A pod just added to ``pods``: the clock steps to its creation."""
-        self._order[pod] = len(self._order)
-        self._pod_times.add(pod.created, pod)
-        self._pending += 1
+        self.population.add(replacement)
+        self._pod_times.add(replacement.created, replacement)
 
     # ---- time --------------------------------------------------------------------------------
 
@@ -274,7 +229,7 @@ class World:
                 due.add(pod)
         due.update(self._waiting)
         due.update(self._stopping_for_clients)
-        for pod in sorted(due, key=self._order.__getitem__):
+        for pod in sorted(due, key=self.population.order):
             if pod.end is not None:
                 continue
             if pod.started is None:
@@ -292,7 +247,7 @@ class World:
                 self._end(pod, now, End.COMPLETED, "work done")
                 changed = True
                 continue
-            if pod.terminating and pod.spec.stop_for_clients and not self._clients(pod):
+            if pod.terminating and pod.spec.stop_for_clients and not self.population.clients(pod):
                 self._end(pod, now, End.STOPPED, f"its clients are done ({pod.stopped_by})")
                 changed = True
                 continue
@@ -309,60 +264,23 @@ class World:
             changed = self.requests.expire(now) or changed
         return changed
 
-    def _clients(self, pod: SimPod) -> list[SimPod]:
-        return [p for p in self._clients_of if p.running and p.uses == pod.name]
-
     def _place(self, pod: SimPod, now: dt.datetime) -> bool:
-        target: SimNode | None = None
-        wanted = self.nodes.get(pod.want_node) if pod.want_node else None
-        if wanted is not None and wanted.end is None and not wanted.cordoned:
-            if wanted.start > now:
-                return False  # waits for its node to launch
-            target = wanted
-        else:
-            disrupted = self.requests.nodes()
-            choices = [
-                n
-                for n in self.fleet.alive(now)
-                if not n.cordoned and n.ends_at is None and n.name not in disrupted
-            ]
-            if not choices:
-                return False
-            on_node = self._on_node
-            target = min(choices, key=lambda n: (len(on_node.get(n.name, ())), n.name))
+        """Start ``pod`` on the node ``placement`` finds for it, if any."""
+        target = placement.node_for(
+            pod, now, fleet=self.fleet, population=self.population, requests=self.requests
+        )
+        if target is None:
+            return False
         pod.node, pod.started = target.name, now
-        self._pending -= 1
-        by_order = self._order.__getitem__
-        bisect.insort(self._running_now, pod, key=by_order)
-        bisect.insort(self._on_node.setdefault(target.name, []), pod, key=by_order)
-        self._running = None
+        self.population.placed(pod, target.name)
         finish = pod.completion()
         if finish is not None:
             self._pod_times.add(finish, pod)
         pod.annotations = dict(pod.spec.annotations)
         self.changed(pod)
-        self.current[pod.name] = pod
         if pod.spec.uses is not None:
-            pod.uses = self._bind(pod.spec.uses)
+            pod.uses = self.population.connect(pod.spec.uses)
         return True
-
-    def _bind(self, wanted: str) -> str | None:
-        """The pod a client connects to: ``wanted`` if it runs, else a running sibling."""
-
-        def usable(p: SimPod) -> bool:
-            return p.running and not p.terminating
-
-        target = self.current.get(wanted)
-        if target is not None and usable(target):
-            return target.name
-        spec = self._spec_named.get(wanted)
-        if spec is None or spec.owner is None:
-            return None
-        siblings = sorted(
-            (p for p in self._running_now if usable(p) and p.spec.owner == spec.owner),
-            key=lambda p: p.name,
-        )
-        return siblings[0].name if siblings else None
 
     def next_time(self, now: dt.datetime) -> dt.datetime | None:
         """The next instant after ``now`` anything is due: a node's launch or end, a pod's
@@ -381,7 +299,7 @@ class World:
         scheduled to go."""
         if self.requests or self.fleet.going():
             return False
-        return self._pending == 0 and self._terminating == 0
+        return self.population.pending == 0 and self.population.terminating == 0
 
     def mark(
         self,
