@@ -65,6 +65,15 @@ FILES: dict[str, object] = {
     },
     "policy-bad-notice.yaml": {**POLICY, "spec": {"noticeLead": "ten minutes"}},
     "policy-unknown.yaml": {**POLICY, "spec": {"noticeLeed": "10m"}},
+    "policy-protect-deployment.yaml": {
+        **POLICY,
+        "spec": {"protect": [{"ownerKind": "Deployment"}]},
+    },
+    "policy-protect-nothing.yaml": {**POLICY, "spec": {"protect": [{"minRuntime": "2h"}]}},
+    "policy-protect-over-cap.yaml": {
+        **POLICY,
+        "spec": {"maxMinRuntime": "1h", "protect": [{"ownerKind": "Job", "minRuntime": "2h"}]},
+    },
     "scenario-bad-field.yaml": _scenario(horizon="forever"),
     "scenario-no-pods.yaml": _scenario(pods=[]),
     "scenario-huge.yaml": "name: huge\npods:\n"
@@ -142,6 +151,27 @@ CASES: dict[str, Case] = {
     ),
     "explain policy unknown field": case(
         *E, "--policy", "{tmp}/policy-unknown.yaml", names="spec.noticeLeed", says="unknown field"
+    ),
+    "explain policy protect rule for a deployment": case(
+        *E,
+        "--policy",
+        "{tmp}/policy-protect-deployment.yaml",
+        names="spec.protect[0].ownerKind",
+        says="owned by its ReplicaSets",
+    ),
+    "explain policy protect rule choosing nothing": case(
+        *E,
+        "--policy",
+        "{tmp}/policy-protect-nothing.yaml",
+        names="spec.protect[0]",
+        says="choose pods by namespaces, selector or ownerKind",
+    ),
+    "explain policy protect rule over its cap": case(
+        *E,
+        "--policy",
+        "{tmp}/policy-protect-over-cap.yaml",
+        names="spec.protect[0].minRuntime",
+        says="exceeds maxMinRuntime",
     ),
     "explain at words": case(
         "explain", "{tmp}/pod.yaml", "--at", "yesterday", names="--at", says="RFC 3339"

@@ -9,9 +9,11 @@ from __future__ import annotations
 import datetime as dt
 import pathlib
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
+from graceguard.sim import outcome, runner, scenario
 from graceguard.sim.marks import MarkKind
 from graceguard.sim.outcome import Outcome
 from graceguard.sim.pods import End
@@ -21,6 +23,7 @@ BUNDLED = sorted(p.stem for p in (pathlib.Path(__file__).parents[2] / "scenarios
 VOLUNTARY = [
     "asg-azrebalance-pgbouncer",
     "cluster-autoscaler-2h-job",
+    "cluster-autoscaler-jobs-protected-by-policy",
     "cluster-autoscaler-takeover-unannotated",
     "eks-desired-size-1h-jobs",
     "expiry-10m-notice",
@@ -40,6 +43,10 @@ EXPECTED = {
     # The same job unannotated: without graceguard the same loss; with it the capped eviction is
     # taken over, the job noticed at 21:30, evicted at 21:40 with its own 7200 s, done at 22:00.
     "cluster-autoscaler-takeover-unannotated": ((1, 1, 1.667, 0), (0, 0, 0.0, 0)),
+    # An unannotated 2-hour Job's pod with 30 s of grace: evicted at 21:30, killed at 21:30:30
+    # with 1h30m30s done. With graceguard the policy's {ownerKind: Job} rule protects it: the
+    # autoscaler leaves the node until the job is done.
+    "cluster-autoscaler-jobs-protected-by-policy": ((1, 1, 1.508, 0), (0, 0, 0.0, 0)),
     # Four one-hour jobs with 20, 30, 40, 50 minutes left are killed 15 minutes after EKS evicts.
     "eks-desired-size-1h-jobs": ((4, 4, 2.667, 0), (0, 0, 0.0, 0)),
     # The transcode gets SIGTERM at expiry and 30 s: killed with 40m30s of its 50m done.
@@ -213,3 +220,14 @@ def test_the_autoscaler_leaves_the_protected_node_until_the_job_is_done(run_of: 
     assert train.end_kind is End.COMPLETED and train.end is not None
     node_end = run.world.nodes["pool-1"].end
     assert node_end is not None and node_end >= train.end + dt.timedelta(minutes=10)
+
+
+def test_without_its_protect_rule_graceguard_loses_the_job_too(bundled_document: Any) -> None:
+    """The Job of ``cluster-autoscaler-jobs-protected-by-policy`` is saved by the policy's rule,
+    not by the takeover alone: without the rule graceguard takes the eviction over, gives the pod
+    its notice and evicts it with its own 30 s, and its work is lost all the same."""
+    doc = dict(bundled_document("cluster-autoscaler-jobs-protected-by-policy"))
+    doc["policy"] = {}
+    o = outcome.outcome(runner.run(scenario.read_scenario(doc, default_name="no-rule")))
+    assert (o.guarded.premature, o.guarded.killed) == (1, 1)
+    assert o.guarded.work_lost_hours > 1.5

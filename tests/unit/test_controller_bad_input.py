@@ -90,6 +90,21 @@ BAD_SPECS: dict[str, tuple[object, str]] = {
     "rebalance": ({**GOOD, "rebalance": "sometimes"}, "spec.rebalance"),
     "foreign instance": ({**GOOD, "foreignInstance": "maybe"}, "spec.foreignInstance"),
     "deletion cost": ({**GOOD, "deletionCost": "off"}, "spec.deletionCost"),
+    "protect rule for a deployment": (
+        {**GOOD, "protect": [{"ownerKind": "Deployment"}]},
+        "spec.protect[0].ownerKind",
+    ),
+    "protect rule choosing nothing": (
+        {**GOOD, "protect": [{"minRuntime": "2h"}]},
+        "spec.protect[0]",
+    ),
+    "protect rule bad selector": (
+        {
+            **GOOD,
+            "protect": [{"selector": {"matchExpressions": [{"key": "a", "operator": "Has"}]}}],
+        },
+        "spec.protect[0].selector.matchExpressions[0].operator",
+    ),
     "unknown field": ({**GOOD, "noticeLeed": "10m"}, "spec.noticeLeed"),
     "spec not a mapping": ("everything", "spec"),
 }

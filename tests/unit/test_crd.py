@@ -393,6 +393,30 @@ VALID: dict[str, dict[str, Any]] = {
     "foreign instances abandoned": {"foreignInstance": "abandon"},
     "deletion cost off": {"deletionCost": False},
     "deletion cost on": {"deletionCost": True},
+    "no protect rules": {"protect": []},
+    "protect jobs": {"protect": [{"ownerKind": "Job"}]},
+    "protect every field": {
+        "protect": [
+            {
+                "name": "batch-2h",
+                "namespaces": ["batch", "ml"],
+                "selector": {
+                    "matchLabels": {"team": "ml"},
+                    "matchExpressions": [
+                        {"key": "tier", "operator": "In", "values": ["train"]},
+                        {"key": "scratch", "operator": "DoesNotExist"},
+                    ],
+                },
+                "ownerKind": "StatefulSet",
+                "minRuntime": "2h",
+            }
+        ]
+    },
+    "protect every pod by empty selector": {"protect": [{"selector": {}}]},
+    "protect min runtime at the cap": {
+        "maxMinRuntime": "6h",
+        "protect": [{"namespaces": ["batch"], "minRuntime": "6h"}],
+    },
     "no notify": {"notify": []},
     "notify a sink": {"notify": [{"url": "https://hooks.example.com/services/T0/B0/x"}]},
     "notify every field": {
@@ -493,6 +517,21 @@ INVALID: dict[str, dict[str, Any]] = {
     "deletion cost as word": {"deletionCost": "yes"},
     "deletion cost as string": {"deletionCost": "false"},
     "deletion cost as number": {"deletionCost": 0},
+    "protect not a list": {"protect": {"ownerKind": "Job"}},
+    "protect rule unknown field": {"protect": [{"ownerKind": "Job", "kind": "Job"}]},
+    "protect rule name upper case": {"protect": [{"name": "Jobs", "ownerKind": "Job"}]},
+    "protect no namespaces": {"protect": [{"namespaces": []}]},
+    "protect namespace bad": {"protect": [{"namespaces": ["Batch_1"]}]},
+    "protect owner kind lower case": {"protect": [{"ownerKind": "job"}]},
+    "protect owner kind number": {"protect": [{"ownerKind": 5}]},
+    "protect min runtime in words": {"protect": [{"ownerKind": "Job", "minRuntime": "2 hours"}]},
+    "protect min runtime negative": {"protect": [{"ownerKind": "Job", "minRuntime": "-2h"}]},
+    "protect selector unknown field": {"protect": [{"selector": {"matchLabel": {"a": "b"}}}]},
+    "protect selector bad operator": {
+        "protect": [{"selector": {"matchExpressions": [{"key": "a", "operator": "Has"}]}}]
+    },
+    "protect selector label not text": {"protect": [{"selector": {"matchLabels": {"a": 1}}}]},
+    "protect too many rules": {"protect": [{"ownerKind": "Job"}] * 33},
     "notify not a list": {"notify": {"url": "https://hooks.example.com/x"}},
     "notify of a url": {"notify": ["https://hooks.example.com/x"]},
     "notify without url": {"notify": [{"events": ["ForcedEviction"]}]},
@@ -555,6 +594,50 @@ CEL_ONLY: dict[str, tuple[dict[str, Any], str]] = {
         {"notify": [{"url": "https://h/x", "timeout": "31s"}]},
         "duration(self) > duration('0s') && duration(self) <= duration('30s')",
     ),
+    "protect rule choosing nothing": (
+        {"protect": [{"minRuntime": "2h"}]},
+        "has(self.namespaces) || has(self.selector) || has(self.ownerKind)",
+    ),
+    "protect deployment": (
+        {"protect": [{"ownerKind": "Deployment"}]},
+        "self != 'Deployment' && self != 'CronJob'",
+    ),
+    "protect cronjob": (
+        {"protect": [{"ownerKind": "CronJob"}]},
+        "self != 'Deployment' && self != 'CronJob'",
+    ),
+    "protect zero min runtime": (
+        {"protect": [{"ownerKind": "Job", "minRuntime": "0s"}]},
+        "duration(self) > duration('0s')",
+    ),
+    "protect In without values": (
+        {"protect": [{"selector": {"matchExpressions": [{"key": "a", "operator": "In"}]}}]},
+        "self.operator in ['In', 'NotIn'] ? has(self.values) && size(self.values) > 0 : "
+        "!has(self.values) || size(self.values) == 0",
+    ),
+    "protect Exists with values": (
+        {
+            "protect": [
+                {
+                    "selector": {
+                        "matchExpressions": [{"key": "a", "operator": "Exists", "values": ["x"]}]
+                    }
+                }
+            ]
+        },
+        "self.operator in ['In', 'NotIn'] ? has(self.values) && size(self.values) > 0 : "
+        "!has(self.values) || size(self.values) == 0",
+    ),
+    "protect min runtime over the cap": (
+        {"protect": [{"ownerKind": "Job", "minRuntime": "25h"}]},
+        "!has(self.protect) || self.protect.all(r, !has(r.minRuntime) || "
+        "duration(r.minRuntime) <= duration(has(self.maxMinRuntime) ? self.maxMinRuntime : '24h'))",
+    ),
+    "protect min runtime over a lowered cap": (
+        {"maxMinRuntime": "1h", "protect": [{"ownerKind": "Job", "minRuntime": "2h"}]},
+        "!has(self.protect) || self.protect.all(r, !has(r.minRuntime) || "
+        "duration(r.minRuntime) <= duration(has(self.maxMinRuntime) ? self.maxMinRuntime : '24h'))",
+    ),
     "phases equal": (
         {"priorityPhases": [{"name": "a", "minPriority": 0}, {"name": "b", "minPriority": 0}]},
         "self.map(p, p.minPriority).isSorted() && "
@@ -606,6 +689,10 @@ CONTROLLER_ONLY: dict[str, dict[str, Any]] = {
     "notify unknown placeholder": {"notify": [{"url": "https://h/x", "template": "${node} goes"}]},
     "notify bare dollar": {"notify": [{"url": "https://h/x", "template": "costs $5 an hour"}]},
     "notify unclosed placeholder": {"notify": [{"url": "https://h/x", "template": "${pod goes"}]},
+    # Names are optional, so the list cannot be a map keyed by them.
+    "protect a name twice": {
+        "protect": [{"name": "a", "ownerKind": "Job"}, {"name": "a", "namespaces": ["x"]}]
+    },
 }
 
 SCHEMA_STRICTER: dict[str, dict[str, Any]] = {
@@ -697,10 +784,12 @@ def test_duration_fields_share_one_pattern_and_a_cel_rule() -> None:
     window_duration = FIELDS["maintenanceWindows"]["items"]["properties"]["duration"]
     min_notice = FIELDS["takeover"]["items"]["properties"]["minNotice"]
     notify_timeout = FIELDS["notify"]["items"]["properties"]["timeout"]
+    rule_min_runtime = FIELDS["protect"]["items"]["properties"]["minRuntime"]
     nodes = [FIELDS[name] for name in DURATION_FIELDS] + [
         window_duration,
         min_notice,
         notify_timeout,
+        rule_min_runtime,
     ]
     assert len({node["pattern"] for node in nodes}) == 1
     for node in nodes:

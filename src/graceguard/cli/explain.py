@@ -127,7 +127,7 @@ def _explain(
         requested_at=now,
         deadline=deadline,
     )
-    prot = projection.ProtectionReader(pol.limits).read(pod, now)
+    prot = projection.ProtectionReader.of(pol).read(pod, now)
     d = decision.decide(pod=pod, prot=prot, request=request, pol=pol, now=now)
     cost = deletion_cost.decide(
         pod=pod, protected=prot.active(now), now=now, enabled=pol.deletion_cost
@@ -156,9 +156,11 @@ def decision_json(d: decision.PodDecision, *, now: dt.datetime, source: str) -> 
         "reasons": [
             {
                 "rule": r.rule.value,
-                "annotation": r.annotation,
+                "annotation": r.annotation or None,
                 "value": r.value,
                 "until": _t(r.until),
+                # the DisruptionPolicy's spec.protect rule, by its name or protect[i]
+                **({"policyRule": r.policy_rule} if r.policy_rule is not None else {}),
             }
             for r in prot.reasons
         ],

@@ -89,7 +89,7 @@ async def plan_node(
         requests=requests,
         pol=pol,
         now=now,
-        reader=projection.ProtectionReader(pol.limits),
+        reader=projection.ProtectionReader.of(pol),
     )
     lead = requests[0]
     request = {

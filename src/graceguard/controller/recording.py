@@ -20,8 +20,9 @@ from typing import Any
 
 from graceguard.controller import logs, ports
 from graceguard.controller import metrics as controller_metrics
-from graceguard.domain import ledger, notifications, protection, termination
+from graceguard.domain import ledger, notifications, termination
 from graceguard.engine import actions as act
+from graceguard.engine import projection
 from graceguard.manifests import pods, terminations
 from graceguard.manifests.errors import ManifestError
 
@@ -152,9 +153,7 @@ class TerminationObserver:
             pod = pods.pod_from_manifest(raw)
         except ManifestError:
             return None
-        spec = protection.read_protection_spec(
-            protection.relevant_items(pod.annotations), self._in_force.policy_in_force().limits
-        )
+        spec = projection.ProtectionReader.of(self._in_force.policy_in_force()).spec(pod)
         return spec.until(pod.start_time, self._clock())
 
     def _finished_before(self, raw: dict[str, Any], uid: str) -> bool:

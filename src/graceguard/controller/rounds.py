@@ -107,12 +107,13 @@ class Round:
         )
 
     def reader(self, pol: policy.Policy) -> projection.ProtectionReader:
-        """The protection reader for ``pol``'s limits (kept while they stay: it caches what it
-        read)."""
+        """The protection reader for ``pol``'s limits and rules (kept while they stay: it caches
+        what it read)."""
         if self._reader is None or (
-            pol is not self._read_for and self._reader.limits != pol.limits
+            pol is not self._read_for
+            and (self._reader.limits != pol.limits or self._reader.rules != pol.protect)
         ):
-            self._reader = projection.ProtectionReader(pol.limits)
+            self._reader = projection.ProtectionReader.of(pol)
         self._read_for = pol
         return self._reader
 

@@ -71,6 +71,9 @@ class Pod:
     """Reason of the pod's ``PodEviction`` condition: ``ProposedEviction`` or
     ``ScheduledEviction``; ``None`` when graceguard has told it nothing."""
     uid: str = ""
+    owner_kind: str | None = None
+    """The kind of its controlling owner (``Job``, ``ReplicaSet``...; ``None``: a bare pod), which
+    the policy's ``protect`` rules choose by."""
 
     @property
     def key(self) -> str:

@@ -22,20 +22,28 @@ class Notice:
     """When the notice is (or was) posted."""
     eviction_at: dt.datetime
     source: str
+    protected_by: str | None = None
+    """For a ``ProposedEviction`` of a protected pod: what protects it and until when
+    (``policy rule jobs (until completion) until 2026-...``), so the message names the rule."""
 
     @property
     def message(self) -> str:
         if self.reason is NoticeReason.PROPOSED:
-            return proposed_message(eviction_at=self.eviction_at, source=self.source)
+            return proposed_message(
+                eviction_at=self.eviction_at, source=self.source, protected_by=self.protected_by
+            )
         return scheduled_message(
             lead=self.eviction_at - self.at, eviction_at=self.eviction_at, source=self.source
         )
 
 
-def proposed_message(*, eviction_at: dt.datetime, source: str) -> str:
-    return (
+def proposed_message(
+    *, eviction_at: dt.datetime, source: str, protected_by: str | None = None
+) -> str:
+    text = (
         f"The pod is nominated to be evicted at {times.format_time(eviction_at)}, reason: {source}"
     )
+    return text if protected_by is None else f"{text}; protected by {protected_by}"
 
 
 def scheduled_message(*, lead: dt.timedelta, eviction_at: dt.datetime, source: str) -> str:

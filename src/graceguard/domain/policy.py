@@ -19,6 +19,7 @@ from graceguard.domain import (
     intorpercent,
     notifications,
     phases,
+    protect_rules,
     protection,
     windows,
 )
@@ -100,6 +101,8 @@ class Policy:
     deletion_cost: bool = True
     """``spec.deletionCost``: keep ``pod-deletion-cost`` on ReplicaSets' pods in line with their
     work, so that a scale-in deletes idle replicas first (``engine.deletion_cost``)."""
+    protect: tuple[protect_rules.ProtectRule, ...] = ()
+    """``spec.protect``: rules that protect pods carrying no annotation (``protect_rules``)."""
 
     def takeover_for(self, source: str) -> TakeoverRule | None:
         """The takeover rule for evictions by ``source``: its own entry, else ``*``, else none."""

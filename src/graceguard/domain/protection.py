@@ -6,6 +6,13 @@ exception. A duration above its cap is clamped to the cap, with a warning, whate
 beyond what a Go duration can hold); only a value that is not a duration at all, or a negative one,
 is ignored, with a warning.
 
+The policy's ``protect`` rules (``protect_rules``) that choose a pod join its annotations here:
+a rule protects as ``graceguard.io/protect: "true"`` or ``min-runtime`` would, the longer
+protection wins, ``graceguard.io/busy: "false"`` lifts a rule's until-completion protection as it
+lifts the annotations', and an annotation that says ``false``
+(``graceguard.io/protect: "false"``, ``cluster-autoscaler.kubernetes.io/safe-to-evict: "true"``,
+``karpenter.sh/do-not-disrupt: "false"``) lifts every rule for the pod.
+
 Reading is split in two so that a cluster of 300,000 pods is cheap to scan: ``read_protection_spec``
 turns the relevant annotations into a ``ProtectionSpec`` (pure function of the annotation values,
 so callers may memoise it), and ``ProtectionSpec.resolve`` applies a start time.
@@ -19,7 +26,7 @@ import enum
 from collections.abc import Mapping
 
 from graceguard.domain import annotations as ann
-from graceguard.domain import durations
+from graceguard.domain import durations, protect_rules
 
 
 class Rule(enum.StrEnum):
@@ -31,6 +38,8 @@ class Rule(enum.StrEnum):
     """The application says it is busy: protected like ``protect``."""
     IDLE = "idle"
     """The application says it is idle: protect-until-completion is lifted."""
+    EXEMPT = "exempt"
+    """An annotation says ``false``: the policy rule that chose the pod does not protect it."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -53,8 +62,20 @@ class Limits:
 class Reason:
     rule: Rule
     annotation: str
+    """The annotation that asks for it; ``""`` for a policy rule's protection."""
     value: str
     until: dt.datetime | None
+    policy_rule: str | None = None
+    """The ``spec.protect`` rule that protects the pod (or that ``EXEMPT`` lifts), by its name or
+    ``protect[i]``; ``None``: an annotation alone."""
+
+    @property
+    def label(self) -> str:
+        """What protects the pod, for people: ``graceguard.io/protect=true`` or
+        ``policy rule jobs (until completion)``."""
+        if self.policy_rule is not None and self.rule is not Rule.EXEMPT:
+            return f"policy rule {self.policy_rule} ({self.value})"
+        return f"{self.annotation}={self.value}"
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -83,6 +104,8 @@ class Offset:
     value: str
     offset: dt.timedelta | None
     """Time from ``startTime`` the rule protects; ``None`` for a reason that protects nothing."""
+    policy_rule: str | None = None
+    """As ``Reason.policy_rule``."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -107,7 +130,13 @@ class ProtectionSpec:
         """Anchor the offsets at ``start_time`` (a pod not started yet counts from ``now``)."""
         start = start_time if start_time is not None else now
         reasons = tuple(
-            Reason(o.rule, o.annotation, o.value, None if o.offset is None else start + o.offset)
+            Reason(
+                o.rule,
+                o.annotation,
+                o.value,
+                None if o.offset is None else start + o.offset,
+                o.policy_rule,
+            )
             for o in self.offsets
         )
         untils = [r.until for r in reasons if r.until is not None]
@@ -152,14 +181,56 @@ def _flag(
     return False
 
 
+_EXEMPTING = (
+    (ann.PROTECT, "false"),
+    (ann.CA_SAFE_TO_EVICT, "true"),
+    (ann.KARPENTER_DO_NOT_DISRUPT, "false"),
+)
+"""The annotation values that say ``false`` to protection, and so lift the policy's rules."""
+
+
+def _exempting(values: dict[str, str]) -> tuple[str, str] | None:
+    for name, says in _EXEMPTING:
+        raw = values.get(name)
+        if raw is not None and raw.strip().lower() == says:
+            return name, raw
+    return None
+
+
+def _ruled(
+    rules: tuple[protect_rules.ProtectRule, ...], values: dict[str, str], limits: Limits
+) -> tuple[list[Offset], list[Offset]]:
+    """The offsets of the policy rules that chose the pod (``rules``), or the ``EXEMPT`` reasons
+    of each when an annotation says ``false``: (the others, the until-completion ones)."""
+    offsets: list[Offset] = []
+    until_completion: list[Offset] = []
+    exempt = _exempting(values) if rules else None
+    for r in rules:
+        if exempt is not None:
+            offsets.append(Offset(Rule.EXEMPT, exempt[0], exempt[1], None, r.label))
+        elif r.min_runtime is None:
+            until_completion.append(
+                Offset(Rule.PROTECT, "", r.protects, limits.max_protection, r.label)
+            )
+        else:
+            runtime = min(r.min_runtime, limits.max_min_runtime)
+            offsets.append(Offset(Rule.MIN_RUNTIME, "", r.protects, runtime, r.label))
+    return offsets, until_completion
+
+
 def read_protection_spec(  # noqa: C901, PLR0912 - one step per row of DESIGN.md's annotation table
-    items: tuple[tuple[str, str], ...], limits: Limits
+    items: tuple[tuple[str, str], ...],
+    limits: Limits,
+    rules: tuple[protect_rules.ProtectRule, ...] = (),
 ) -> ProtectionSpec:
-    """Interpret the relevant annotations (``relevant_items``) under the policy's ``limits``."""
+    """Interpret the relevant annotations (``relevant_items``) and the policy rules that chose
+    the pod (``rules``, ``protect_rules.matching``) under the policy's ``limits``."""
     warnings: list[AnnotationWarning] = []
     offsets: list[Offset] = []
     values = dict(items)
     until_completion: list[Offset] = []
+    # The rules' reasons follow the annotations': an annotation asking as much is named first.
+    by_rule, by_rule_until_completion = _ruled(rules, values, limits)
 
     for name, protects in (
         (ann.PROTECT, ("true",)),
@@ -214,11 +285,13 @@ def read_protection_spec(  # noqa: C901, PLR0912 - one step per row of DESIGN.md
                 AnnotationWarning(ann.BUSY, busy, 'expected "true" or "false"; ignored')
             )
 
+    offsets.extend(by_rule)
     if idle:
         # The application knows best: idle lifts protect-until-completion, not a minimum runtime.
         offsets.append(Offset(Rule.IDLE, ann.BUSY, busy or "false", None))
     else:
         offsets.extend(until_completion)
+        offsets.extend(by_rule_until_completion)
 
     notice_lead = limits.notice_lead
     raw_notice = values.get(ann.NOTICE)
@@ -242,9 +315,11 @@ def read_protection(
     start_time: dt.datetime | None,
     now: dt.datetime,
     limits: Limits,
+    rules: tuple[protect_rules.ProtectRule, ...] = (),
 ) -> Protection:
     """One pod's protection: the convenience form of ``read_protection_spec`` + ``resolve``."""
-    return read_protection_spec(relevant_items(annotations), limits).resolve(start_time, now)
+    spec = read_protection_spec(relevant_items(annotations), limits, rules)
+    return spec.resolve(start_time, now)
 
 
 def _duration(

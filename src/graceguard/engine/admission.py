@@ -50,7 +50,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 
 from graceguard.domain import annotations as ann
-from graceguard.domain import budgets, cluster, disruption, notices, policy, times
+from graceguard.domain import budgets, cluster, disruption, notices, policy, protection, times
 from graceguard.engine import decision, projection
 
 SERVICE_ACCOUNT_PREFIX = "system:serviceaccount:"
@@ -161,7 +161,7 @@ def admit(  # noqa: PLR0911 - one answer per rule, in the order the docstring li
         return Verdict(True, Rule.GONE, "finished or already terminating", source, who)
     if pod.start_time is None:
         return Verdict(True, Rule.NOT_STARTED, "not started yet", source, who)
-    reader = reader or projection.ProtectionReader(pol.limits)
+    reader = reader or projection.ProtectionReader.of(pol)
     rule_for = pol.takeover_for(source)
     if rule_for is not None:
         taken = _takeover(
@@ -263,7 +263,7 @@ def _takeover(
     prot = reader.read(pod, now)
     losses: list[str] = []
     if prot.active(now):
-        losses.append(f"its protection until {_until(prot.protected_until)}")
+        losses.append(f"its protection until {_until(prot.protected_until)}{_by_rule(prot)}")
     lead = prot.notice_lead
     min_notice = rule.min_notice if rule.min_notice is not None else lead
     announced = times.time_in(pod.annotations, ann.EVICTION_AT)
@@ -304,6 +304,14 @@ def _takeover(
     )
     verdict = _refused(Rule.TAKEOVER, who=pod.key, parts=[reason], source=source, until=at, now=now)
     return dataclasses.replace(verdict, takeover=scope)
+
+
+def _by_rule(prot: protection.Protection) -> str:
+    """`` by policy rule NAME`` when a ``spec.protect`` rule is what protects the pod."""
+    reason = prot.binding_reason()
+    if reason is None or reason.policy_rule is None:
+        return ""
+    return f" by policy rule {reason.policy_rule}"
 
 
 def _until(at: dt.datetime | None) -> str:

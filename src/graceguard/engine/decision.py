@@ -202,7 +202,7 @@ def _floor(
         assert prot.protected_until is not None
         floor = prot.protected_until
         reason = prot.binding_reason()
-        label = f"{reason.annotation}={reason.value}" if reason else "protection"
+        label = reason.label if reason else "protection"
         blockers.append(
             Blocker("protection", f"protected by {label} until {times.format_time(floor)}", floor)
         )

@@ -8,39 +8,60 @@ import datetime as dt
 from collections.abc import Iterable
 
 from graceguard.domain import annotations as ann
-from graceguard.domain import cluster, protection
+from graceguard.domain import cluster, policy, protect_rules, protection
 from graceguard.engine import actions as act
 from graceguard.engine import deletion_cost as costs
 
 
 class ProtectionReader:
-    """Reads pods' protection under one policy's limits, memoising by annotation values.
+    """Reads pods' protection under one policy's limits and ``protect`` rules, memoising by
+    annotation values and the rules that chose the pod.
 
     Pods stamped from one template share their annotations, so a cluster of 300,000 pods has few
-    distinct sets; the memo keeps the scan to a dictionary lookup per pod. ``project`` also keeps,
-    from one pass to the next, what each pod object with watched annotations projects (pod
-    objects are immutable: a changed pod is a new object).
+    distinct sets; the memo keeps the scan to a dictionary lookup per pod (plus matching the
+    policy's rules, when it has any). ``project`` also keeps, from one pass to the next, what each
+    pod object with watched annotations, or chosen by a rule, projects (pod objects are
+    immutable: a changed pod is a new object).
     """
 
-    def __init__(self, limits: protection.Limits) -> None:
+    def __init__(
+        self, limits: protection.Limits, *, rules: tuple[protect_rules.ProtectRule, ...] = ()
+    ) -> None:
         self.limits = limits
-        self._specs: dict[tuple[tuple[str, str], ...], protection.ProtectionSpec] = {}
+        self.rules = rules
+        self._specs: dict[
+            tuple[tuple[tuple[str, str], ...], tuple[int, ...]], protection.ProtectionSpec
+        ] = {}
+        """(relevant annotations, the places of the rules that chose the pod) -> its spec."""
         self.unprotected = protection.ProtectionSpec((), limits.notice_lead, ())
         self.watched: dict[int, _Watched] = {}
         """``id(pod)`` -> what that pod projects; the entry holds the pod, so the id stays its.
         Entries of pods gone or changed are dropped once they outnumber the pods of a pass."""
 
+    @classmethod
+    def of(cls, pol: policy.Policy) -> ProtectionReader:
+        """The reader of ``pol``: its limits and its ``protect`` rules."""
+        return cls(pol.limits, rules=pol.protect)
+
+    def chosen(self, pod: cluster.Pod) -> bool:
+        """Whether a policy rule chooses ``pod`` (so it may be protected without annotations)."""
+        return bool(self.rules) and any(r.matches(pod) for r in self.rules)
+
     def spec(self, pod: cluster.Pod) -> protection.ProtectionSpec:
         annotations = pod.annotations
-        if not annotations:
+        rules = self.rules
+        chosen = tuple(i for i, r in enumerate(rules) if r.matches(pod)) if rules else ()
+        if not annotations and not chosen:
             return self.unprotected
-        items = protection.relevant_items(annotations)
-        if not items:
+        items = protection.relevant_items(annotations) if annotations else ()
+        if not items and not chosen:
             return self.unprotected
-        found = self._specs.get(items)
+        key = (items, chosen)
+        found = self._specs.get(key)
         if found is None:
-            found = protection.read_protection_spec(items, self.limits)
-            self._specs[items] = found
+            ruled = tuple(rules[i] for i in chosen)
+            found = protection.read_protection_spec(items, self.limits, ruled)
+            self._specs[key] = found
         return found
 
     def read(self, pod: cluster.Pod, now: dt.datetime) -> protection.Protection:
@@ -136,12 +157,14 @@ def project(  # noqa: C901 - one loop over every pod, kept inline (it runs per p
             pod.notice_stage is not None or blocked_since in annotations
         ) and pod.node not in disrupted_nodes:
             out.append(act.WithdrawNotice(ref(pod)))
-        if not annotations:
+        if not annotations and not reader.rules:
             continue
         key = id(pod)
         entry = memo.get(key)
         if entry is None or entry.pod is not pod:
-            if annotations.keys().isdisjoint(watched_keys):
+            if (not annotations or annotations.keys().isdisjoint(watched_keys)) and not (
+                reader.rules and reader.chosen(pod)
+            ):
                 continue
             entry = memo[key] = _watched(pod, reader)
         hits.append(entry)

@@ -18,6 +18,7 @@ from graceguard.domain import (
     notices,
     phases,
     policy,
+    protection,
     times,
 )
 from graceguard.engine import actions as act
@@ -99,7 +100,7 @@ def reconcile(
     ``rejected`` requests' problems in their status; delete ``finished`` ones (id, when they
     finished) kept for longer than the policy's ``disruptionTTL``."""
     idx = snapshot if isinstance(snapshot, index.ClusterIndex) else index.build(snapshot, pol)
-    reader = reader or projection.ProtectionReader(pol.limits)
+    reader = reader or projection.ProtectionReader.of(pol)
     out: list[act.Action] = []
     plans: list[PodPlan] = []
     wake = _Wake()
@@ -347,7 +348,9 @@ class _NodePlanner:
         stage = pod.notice_stage
         if d.renominate:
             proposed = notices.NoticeReason.PROPOSED
-            notice = notices.Notice(proposed, self.now, d.eviction_at, source)
+            notice = notices.Notice(
+                proposed, self.now, d.eviction_at, source, _protected_by(d.protection, self.now)
+            )
             self.out.append(act.PostNotice(ref, notice, self.lead.id))
             stage = proposed.value
         if stage == notices.NoticeReason.SCHEDULED.value:
@@ -495,3 +498,11 @@ def _exceeded_message(pod: cluster.Pod, request: disruption.DisruptionRequest) -
 
 def _format_opt(t: dt.datetime | None) -> str:
     return times.format_time(t) if t is not None else "an unknown time"
+
+
+def _protected_by(prot: protection.Protection, now: dt.datetime) -> str | None:
+    """What protects the pod and until when, for its ``ProposedEviction`` (``None``: nothing)."""
+    reason = prot.binding_reason() if prot.active(now) else None
+    if reason is None or reason.until is None:
+        return None
+    return f"{reason.label} until {times.format_time(reason.until)}"

@@ -44,8 +44,6 @@ class Finished:
 
     id: str
     at: dt.datetime
-    phase: disruption.Phase
-    """``Done`` or ``Cancelled``."""
 
 
 def _text(spec: Mapping[str, Any], key: str, *, required: bool = False, here: str = "spec") -> str:
@@ -280,7 +278,7 @@ def finished_from_object(doc: Mapping[str, Any]) -> Finished | None:
     name = meta.get("name")
     if at is None or not isinstance(name, str):
         return None
-    return Finished(name, at, phase)
+    return Finished(name, at)
 
 
 def object_for(request: disruption.DisruptionRequest) -> dict[str, Any]:

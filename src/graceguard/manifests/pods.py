@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import sys
 from collections.abc import Mapping
 from typing import Any
 
@@ -88,11 +89,14 @@ def pod_from_manifest(doc: object) -> cluster.Pod:  # noqa: C901, PLR0912, PLR09
         meta.get("annotations"), "metadata.annotations"
     )
     workload: cluster.WorkloadRef | None = None
+    owner_kind: str | None = None
     for i, raw_owner in enumerate(owners):
         owner = mapping(raw_owner, f"metadata.ownerReferences[{i}]")
         if owner.get("controller") is False:
             continue
         okind, oname = owner.get("kind"), owner.get("name")
+        if owner_kind is None and isinstance(okind, str) and okind:
+            owner_kind = okind
         if okind == "DaemonSet":
             daemon = True
         elif isinstance(okind, str) and okind in _WORKLOAD_KINDS and isinstance(oname, str):
@@ -147,4 +151,5 @@ def pod_from_manifest(doc: object) -> cluster.Pod:  # noqa: C901, PLR0912, PLR09
         deleting_since=deleting_since,
         daemon=daemon,
         notice_stage=notice_stage,
+        owner_kind=sys.intern(owner_kind) if owner_kind is not None else None,
     )

@@ -22,11 +22,13 @@ from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from graceguard.domain import (
+    cluster,
     disruption,
     durations,
     intorpercent,
     notifications,
     phases,
+    protect_rules,
     windows,
 )
 from graceguard.domain.policy import (
@@ -60,7 +62,20 @@ _SPEC_FIELDS = {
     "rebalance",
     "foreignInstance",
     "deletionCost",
+    "protect",
 }
+_PROTECT_FIELDS = ("name", "namespaces", "selector", "ownerKind", "minRuntime")
+PROTECT_MAX = 32
+"""The most ``spec.protect`` rules a policy may hold (the CRD's ``maxItems``)."""
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z")
+_KIND = re.compile(r"[A-Z][A-Za-z0-9]*\Z")
+OWNERLESS_KINDS = {
+    "Deployment": "a Deployment's pods are owned by its ReplicaSets: use ReplicaSet (with a "
+    "selector for the Deployment's pods)",
+    "CronJob": "a CronJob's pods are owned by the Jobs it creates: use Job (with a selector)",
+}
+"""Kinds that own no pod directly, so a rule choosing them would protect nothing: refused, saying
+which kind does own the pods."""
 
 
 # ---- the schedule's cron grammar, shared with the CRD's CEL rules ----
@@ -293,6 +308,9 @@ def policy_from_spec(
     deletion_cost = _bool(
         spec, "deletionCost", default=d.deletion_cost, prefix=prefix, errors=errors
     )
+    protect = _protect(
+        spec.get("protect"), f"{prefix}.protect", errors, max_min_runtime=max_min_runtime
+    )
 
     return Policy(
         name=name,
@@ -310,6 +328,7 @@ def policy_from_spec(
         rebalance=rebalance,
         foreign_instance=foreign,
         deletion_cost=deletion_cost,
+        protect=protect,
     )
 
 
@@ -388,6 +407,171 @@ def _takeover(raw: object, here: str, errors: list[FieldError]) -> tuple[Takeove
             )
         found.append(TakeoverRule(source, min_notice))
     return tuple(found)
+
+
+def _protect(  # noqa: C901, PLR0912 - one step per field of a rule, each naming it on error
+    raw: object, here: str, errors: list[FieldError], *, max_min_runtime: dt.timedelta
+) -> tuple[protect_rules.ProtectRule, ...]:
+    """``spec.protect``: a list of rules ``{name, namespaces, selector, ownerKind, minRuntime}``."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        errors.append(
+            FieldError(here, "expected a list of rules {name, namespaces, selector, ownerKind}")
+        )
+        return ()
+    if len(raw) > PROTECT_MAX:
+        errors.append(FieldError(here, f"at most {PROTECT_MAX} rules, got {len(raw)}"))
+    found: list[protect_rules.ProtectRule] = []
+    names: set[str] = set()
+    for i, item in enumerate(raw):
+        at = f"{here}[{i}]"
+        if not isinstance(item, Mapping):
+            errors.append(
+                FieldError(at, "expected a mapping with namespaces, selector and/or ownerKind")
+            )
+            continue
+        before = len(errors)
+        for key in sorted(set(item) - set(_PROTECT_FIELDS), key=str):
+            errors.append(
+                FieldError(f"{at}.{key}", f"unknown field; known: {', '.join(_PROTECT_FIELDS)}")
+            )
+        label = f"protect[{i}]"
+        name = item.get("name")
+        if name is not None:
+            if not isinstance(name, str) or len(name) > 63 or not _DNS_LABEL.match(name):
+                errors.append(
+                    FieldError(
+                        f"{at}.name",
+                        f"expected a name of lower-case letters, digits and '-' (at most 63, "
+                        f"starting and ending with a letter or digit), got {name!r}",
+                    )
+                )
+            elif name in names:
+                errors.append(FieldError(f"{at}.name", f"{name!r} names two rules"))
+            else:
+                names.add(name)
+                label = name
+        namespaces = _namespaces(item.get("namespaces"), f"{at}.namespaces", errors)
+        selector = None
+        if item.get("selector") is not None:
+            selector = _rule_selector(item["selector"], f"{at}.selector", errors)
+        owner_kind = item.get("ownerKind")
+        if owner_kind is not None:
+            if not isinstance(owner_kind, str) or not _KIND.match(owner_kind):
+                errors.append(
+                    FieldError(
+                        f"{at}.ownerKind",
+                        f"expected a kind such as Job or StatefulSet, got {owner_kind!r}",
+                    )
+                )
+            elif owner_kind in OWNERLESS_KINDS:
+                errors.append(FieldError(f"{at}.ownerKind", OWNERLESS_KINDS[owner_kind]))
+        if all(item.get(k) is None for k in ("namespaces", "selector", "ownerKind")):
+            errors.append(
+                FieldError(
+                    at,
+                    "choose pods by namespaces, selector or ownerKind (a rule without any would "
+                    "protect every pod of the cluster; use selector: {} to mean that)",
+                )
+            )
+        min_runtime = None
+        if item.get("minRuntime") is not None:
+            min_runtime = _duration(
+                item, "minRuntime", dt.timedelta(0), prefix=at, errors=errors, allow_zero=False
+            )
+            if min_runtime > max_min_runtime:
+                errors.append(
+                    FieldError(
+                        f"{at}.minRuntime",
+                        f"{item['minRuntime']} exceeds maxMinRuntime "
+                        f"{durations.format_duration(max_min_runtime)}",
+                    )
+                )
+        if len(errors) > before:
+            continue
+        found.append(
+            protect_rules.ProtectRule(
+                label=label,
+                namespaces=namespaces,
+                selector=selector,
+                owner_kind=owner_kind,
+                min_runtime=min_runtime,
+            )
+        )
+    return tuple(found)
+
+
+def _namespaces(raw: object, here: str, errors: list[FieldError]) -> frozenset[str]:
+    if raw is None:
+        return frozenset()
+    if not isinstance(raw, list) or not raw:
+        errors.append(
+            FieldError(here, "expected a non-empty list of namespace names; omit it for every one")
+        )
+        return frozenset()
+    for j, ns in enumerate(raw):
+        if not isinstance(ns, str) or len(ns) > 63 or not _DNS_LABEL.match(ns):
+            errors.append(FieldError(f"{here}[{j}]", f"expected a namespace name, got {ns!r}"))
+    return frozenset(ns for ns in raw if isinstance(ns, str))
+
+
+_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
+
+
+def _rule_selector(  # noqa: C901, PLR0912 - one check per part of a label selector
+    raw: object, here: str, errors: list[FieldError]
+) -> cluster.LabelSelector | None:
+    """A label selector as ``metav1.LabelSelector`` is validated: ``In``/``NotIn`` need values,
+    ``Exists``/``DoesNotExist`` take none; ``{}`` chooses every pod."""
+    if not isinstance(raw, Mapping):
+        errors.append(FieldError(here, "expected a label selector {matchLabels, matchExpressions}"))
+        return None
+    before = len(errors)
+    for key in sorted(set(raw) - {"matchLabels", "matchExpressions"}, key=str):
+        errors.append(
+            FieldError(f"{here}.{key}", "unknown field; known: matchExpressions, matchLabels")
+        )
+    labels = raw.get("matchLabels") or {}
+    if not isinstance(labels, Mapping) or not all(
+        isinstance(k, str) and k and isinstance(v, str) for k, v in labels.items()
+    ):
+        errors.append(FieldError(f"{here}.matchLabels", "expected a map of label names to values"))
+        labels = {}
+    exprs: list[cluster.SelectorRequirement] = []
+    raw_exprs = raw.get("matchExpressions") or []
+    if not isinstance(raw_exprs, list):
+        errors.append(FieldError(f"{here}.matchExpressions", "expected a list"))
+        raw_exprs = []
+    for j, e in enumerate(raw_exprs):
+        at = f"{here}.matchExpressions[{j}]"
+        if not isinstance(e, Mapping):
+            errors.append(FieldError(at, "expected a mapping with key, operator and values"))
+            continue
+        for key in sorted(set(e) - {"key", "operator", "values"}, key=str):
+            errors.append(FieldError(f"{at}.{key}", "unknown field; known: key, operator, values"))
+        key, op, values = e.get("key"), e.get("operator"), e.get("values")
+        if not isinstance(key, str) or not key:
+            errors.append(FieldError(f"{at}.key", "required, a label name"))
+        if op not in _OPERATORS:
+            errors.append(
+                FieldError(f"{at}.operator", f"expected {', '.join(_OPERATORS)}, got {op!r}")
+            )
+            continue
+        if values is not None and (
+            not isinstance(values, list) or not all(isinstance(v, str) for v in values)
+        ):
+            errors.append(FieldError(f"{at}.values", "expected a list of strings"))
+            continue
+        if op in ("In", "NotIn") and not values:
+            errors.append(FieldError(f"{at}.values", f"{op} needs at least one value"))
+        elif op in ("Exists", "DoesNotExist") and values:
+            errors.append(FieldError(f"{at}.values", f"{op} takes no values"))
+        elif isinstance(key, str) and key:
+            exprs.append(cluster.SelectorRequirement(key, op, tuple(values or ())))
+    if len(errors) > before:
+        return None
+    return cluster.LabelSelector(dict(labels), tuple(exprs))
 
 
 def _duration(

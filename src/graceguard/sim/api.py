@@ -123,6 +123,10 @@ class ApiServer:
             deleting_since=pod.sigterm_at,
             daemon=pod.daemon,
             notice_stage=pod.notice_stage,
+            # A Deployment's pods are owned by its ReplicaSet, as the API server serves them.
+            owner_kind=None
+            if owner is None
+            else ("ReplicaSet" if owner.kind == "Deployment" else owner.kind),
         )
         return pod.kube
 

@@ -235,7 +235,7 @@ class AdmissionService:
 
     def _reader_for(self, pol: policy.Policy) -> projection.ProtectionReader:
         if self._reader is None or self._reader_policy is not pol:
-            self._reader = projection.ProtectionReader(pol.limits)
+            self._reader = projection.ProtectionReader.of(pol)
             self._reader_policy = pol
         return self._reader
 

@@ -71,7 +71,7 @@ class AwsInputs:
 
 
 def check_aws(found: AwsInputs, *, now: dt.datetime) -> list[Finding]:
-    reader = projection.ProtectionReader(found.policy.limits)
+    reader = projection.ProtectionReader.of(found.policy)
     need = _needs(found.pods, reader)
     out: list[Finding] = []
     for group in sorted(found.groups, key=lambda g: g.name):

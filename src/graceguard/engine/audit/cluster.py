@@ -9,7 +9,7 @@ import datetime as dt
 from collections.abc import Iterator
 
 from graceguard.domain import annotations as ann
-from graceguard.domain import cluster, durations, policy
+from graceguard.domain import cluster, durations, policy, protection
 from graceguard.engine import projection
 from graceguard.engine.audit import inputs
 from graceguard.engine.audit.findings import Finding, Severity
@@ -23,7 +23,7 @@ EKS_NODEGROUP_LABEL = "eks.amazonaws.com/nodegroup"
 
 def check_cluster(found: inputs.ClusterInputs, *, now: dt.datetime) -> list[Finding]:
     """Every cluster check over ``found``; the cluster-wide ones only when no namespace is set."""
-    reader = projection.ProtectionReader(found.policy.limits)
+    reader = projection.ProtectionReader.of(found.policy)
     out: list[Finding] = []
     live = [p for p in found.pods if _live(p.pod)]
     out += grace_over_autoscaler_cap(found, live, reader=reader, now=now)
@@ -32,6 +32,7 @@ def check_cluster(found: inputs.ClusterInputs, *, now: dt.datetime) -> list[Find
     out += pods_under_several_pdbs(live, found.budgets)
     out += permanent_do_not_evict(live)
     out += invalid_annotations(live, reader=reader)
+    out += protected_by_policy(found, live, reader=reader, now=now)
     out += bare_pods(live)
     out += prestop_over_grace(live)
     out += unreadable(found.unreadable)
@@ -254,6 +255,63 @@ def invalid_annotations(
                 "owner meant.",
                 f"set {w.annotation} to a valid value (see graceguard explain for how it reads).",
             )
+
+
+SHOWN_PODS = 5
+"""Pods a ``protected-by-policy`` finding names; the rest are counted."""
+
+
+def protected_by_policy(
+    found: inputs.ClusterInputs,
+    pods: list[inputs.AuditPod],
+    *,
+    reader: projection.ProtectionReader,
+    now: dt.datetime,
+) -> Iterator[Finding]:
+    """Per ``spec.protect`` rule of the policy in force: the live pods it protects now, by name
+    (information), or that it protects none (a rule that chooses nothing is likely mistyped)."""
+    rules = found.policy.protect
+    if not rules:
+        return
+    chosen: dict[str, list[str]] = {r.label: [] for r in rules}
+    for p in pods:
+        for reason in reader.read(p.pod, now).reasons:
+            if (
+                reason.policy_rule in chosen
+                and reason.rule is not protection.Rule.EXEMPT
+                and reason.until is not None
+                and reason.until > now
+            ):
+                chosen[reason.policy_rule].append(p.pod.key)
+    where = "" if found.namespace is None else f" in namespace {found.namespace}"
+    for r in rules:
+        keys = chosen[r.label]
+        if keys:
+            more = len(keys) - SHOWN_PODS
+            shown = ", ".join(keys[:SHOWN_PODS]) + (f" and {more} more" if more > 0 else "")
+            risk = (
+                f"policy rule {r.label} ({r.protects}) protects {len(keys)} running pod(s)"
+                f"{where}: {shown}; their drains wait for it."
+            )
+            fix = (
+                "nothing, if they should be protected; else narrow the rule, or annotate a pod "
+                'graceguard.io/protect: "false" to lift it (graceguard explain shows the rule).'
+            )
+        else:
+            risk = f"policy rule {r.label} ({r.protects}) protects no running pod{where}."
+            fix = (
+                "check its namespaces, selector and ownerKind (a Deployment's pods are owned by "
+                "its ReplicaSets), if it should protect some."
+            )
+        yield Finding(
+            "protected-by-policy",
+            Severity.INFO,
+            "DisruptionPolicy",
+            None,
+            found.policy.name,
+            risk,
+            fix,
+        )
 
 
 def bare_pods(pods: list[inputs.AuditPod]) -> Iterator[Finding]:

@@ -114,6 +114,12 @@ CHECKS: tuple[Check, ...] = (
         "read with graceguard's own annotation reader",
     ),
     Check(
+        "protected-by-policy",
+        "cluster",
+        "for each spec.protect rule of the policy in force, the running pods it protects now, by "
+        "name (info), or that it protects none",
+    ),
+    Check(
         "bare-pod",
         "cluster",
         "running pods with no controller owner (no ReplicaSet, StatefulSet, Job, DaemonSet...): "

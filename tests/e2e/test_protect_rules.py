@@ -1,0 +1,226 @@
+"""Protection by policy on the real control plane: a ``DisruptionPolicy`` rule
+``{name: jobs, ownerKind: Job}`` protects an unannotated Job's pod from ``kubectl drain`` (the
+real binary) until the pod completes, with the chart's eviction webhook taking the drain over and
+graceguard's controller carrying it out (as in ``test_takeover.py``); the Job is the real
+kube-controller-manager's. ``graceguard explain`` on the live pod names the rule, and so does the
+pod's ``ProposedEviction``. Without the rule the same drain evicts the pod after its notice while
+its Job still runs: the work is lost (Job ``status.failed``).
+
+kwok runs the pods and never ends one by itself: the work's completion is the pod's status set to
+``Succeeded`` (the kubelet's write, done here through the status subresource), which the real Job
+controller then counts. The rules' reading and the engine are ``tests/unit/test_protect_rules.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import time
+from typing import Any
+
+import pytest
+from lightkube import Client
+from lightkube.models.batch_v1 import JobSpec
+from lightkube.models.core_v1 import PodTemplateSpec
+from lightkube.models.meta_v1 import ObjectMeta
+from lightkube.resources.batch_v1 import Job
+from lightkube.resources.core_v1 import Pod
+
+import controlplane
+
+from . import graceguard_proc as gg
+from . import webhook_install as wi
+from .conftest import NOTICE_LEAD, NodeFactory
+from .kube import get_or_none, pod_spec, wait_until
+from .test_takeover import TAKEN_OVER, finished, guarded, kubectl_drain
+
+pytestmark = pytest.mark.e2e
+
+RULE = {"name": "jobs", "ownerKind": "Job"}
+NAMED = "by policy rule jobs"
+
+
+def set_protect(control_plane: controlplane.ControlPlane, rules: list[dict[str, str]]) -> None:
+    done = control_plane.kubectl(
+        "patch",
+        "disruptionpolicy",
+        "default",
+        "--type",
+        "merge",
+        "-p",
+        json.dumps({"spec": {"protect": rules}}),
+    )
+    assert done.returncode == 0, done.stderr
+
+
+def start_job(kube: Client, namespace: str, name: str, node: str) -> str:
+    """A one-pod Job on ``node``, no annotation anywhere; its Running pod's name."""
+    kube.create(
+        Job(
+            metadata=ObjectMeta(name=name),
+            spec=JobSpec(
+                backoffLimit=0,
+                template=PodTemplateSpec(
+                    metadata=ObjectMeta(labels={"app": name}),
+                    spec=pod_spec(grace_seconds=2, node_name=node, restart_policy="Never"),
+                ),
+            ),
+        ),
+        namespace=namespace,
+    )
+
+    def running() -> str | None:
+        for p in kube.list(Pod, namespace=namespace, labels={"app": name}):
+            if p.status is not None and p.status.phase == "Running" and p.metadata is not None:
+                return p.metadata.name
+        return None
+
+    return wait_until(running, timeout=60, what=f"the pod of Job {name} Running")
+
+
+def review_says(control_plane: controlplane.ControlPlane, namespace: str, pod: str) -> str:
+    """What the webhook answers a dry-run eviction of ``pod`` (nothing is opened for it)."""
+    done = wi.eviction_as(control_plane, namespace, pod, dry_run=True)
+    return done.stdout + done.stderr
+
+
+def _naming(text: str) -> str | None:
+    return text if NAMED in text else None
+
+
+def _unprotected(text: str) -> bool:
+    """Taken over (for its notice) but not for a protection."""
+    return TAKEN_OVER in text and "its protection" not in text
+
+
+def terminating(kube: Client, namespace: str, name: str) -> bool:
+    p = get_or_none(kube, Pod, name, namespace)
+    return p is None or (p.metadata is not None and p.metadata.deletionTimestamp is not None)
+
+
+def complete(control_plane: controlplane.ControlPlane, namespace: str, name: str) -> None:
+    """The pod's work done: its status Succeeded, as the kubelet would write it."""
+    done = control_plane.kubectl(
+        "patch",
+        "pod",
+        name,
+        "-n",
+        namespace,
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        json.dumps({"status": {"phase": "Succeeded"}}),
+    )
+    assert done.returncode == 0, done.stderr
+
+
+def job_status(kube: Client, namespace: str, name: str) -> tuple[int, int]:
+    status = kube.get(Job, name, namespace=namespace).status
+    assert status is not None
+    return status.succeeded or 0, status.failed or 0
+
+
+def explain(
+    pod_name: str, namespace: str, control_plane: controlplane.ControlPlane
+) -> dict[str, Any]:
+    """``graceguard explain`` on the live pod and the policy as the cluster holds them."""
+    workdir = control_plane.workdir
+    pod_file = workdir / f"{pod_name}.json"
+    policy_file = workdir / "protect-policy.json"
+    found = control_plane.kubectl("get", "pod", pod_name, "-n", namespace, "-o", "json")
+    assert found.returncode == 0, found.stderr
+    pod_file.write_text(found.stdout)
+    stored = control_plane.kubectl("get", "disruptionpolicy", "default", "-o", "json")
+    assert stored.returncode == 0, stored.stderr
+    doc = json.loads(stored.stdout)
+    policy_file.write_text(
+        json.dumps({k: doc[k] for k in ("apiVersion", "kind", "metadata", "spec")})
+    )
+    done = gg.cli(control_plane.kubeconfig, "explain", str(pod_file), "--policy", str(policy_file))
+    assert done.returncode == 0, done.stderr
+    result: dict[str, Any] = json.loads(done.stdout)
+    return result
+
+
+@pytest.mark.timeout(300)
+def test_a_job_rule_holds_kubectl_drain_until_the_job_pod_completes_and_without_it_work_is_lost(
+    control_plane: controlplane.ControlPlane,
+    kube: Client,
+    namespace: str,
+    kwok_nodes: NodeFactory,
+    policy: None,
+    tmp_path: pathlib.Path,
+) -> None:
+    node_a = gg.node_name(kwok_nodes("a"))
+    node_b = gg.node_name(kwok_nodes("b"))
+    with guarded(control_plane, kube, namespace, tmp_path) as (hook, (controller,)):
+        try:
+            set_protect(control_plane, [RULE])
+            protected = start_job(kube, namespace, "train", node_a)
+            wi.wait_until_reviewing(control_plane, namespace, protected)
+            said: str = wait_until(
+                lambda: _naming(review_says(control_plane, namespace, protected)),
+                timeout=30,
+                what="the webhook to read the rule",
+            )
+            assert TAKEN_OVER in said, said
+
+            # explain names the rule.
+            found = explain(protected, namespace, control_plane)
+            reasons = found["reasons"]
+            assert [(r["rule"], r.get("policyRule")) for r in reasons] == [("protect", "jobs")]
+            assert found["protectedUntil"] is not None
+
+            # kubectl drain: taken over, and the pod stays while its work runs.
+            drain = kubectl_drain(control_plane, node_a, timeout=120)
+            held_since = time.monotonic()
+            while time.monotonic() - held_since < 3 * NOTICE_LEAD + 4:
+                assert not terminating(kube, namespace, protected), gg.output_of(controller)
+                assert drain.poll() is None, drain.communicate()[0]
+                time.sleep(0.5)
+            events = gg.events(kube, namespace, protected)
+            proposed = [e.message or "" for e in events if e.reason == "ProposedEviction"]
+            assert proposed and "protected by policy rule jobs (until completion)" in proposed[0], (
+                proposed,
+                gg.output_of(controller),
+            )
+            assert job_status(kube, namespace, "train") == (0, 0)
+
+            # The work completes: the drain goes through, nothing was lost.
+            complete(control_plane, namespace, protected)
+            code, out = finished(drain, timeout=90)
+            assert code == 0, out + gg.output_of(controller)
+            assert TAKEN_OVER in out and NAMED in out, out
+            wait_until(
+                lambda: job_status(kube, namespace, "train") == (1, 0),
+                timeout=30,
+                what="the Job complete",
+            )
+
+            # The loss: the same drain without the rule.
+            set_protect(control_plane, [])
+            unprotected = start_job(kube, namespace, "train-b", node_b)
+            wait_until(
+                lambda: _unprotected(review_says(control_plane, namespace, unprotected)),
+                timeout=30,
+                what="the webhook to drop the rule",
+            )
+            drain_b = kubectl_drain(control_plane, node_b, timeout=120)
+            started = time.monotonic()
+            wait_until(
+                lambda: terminating(kube, namespace, unprotected),
+                timeout=3 * NOTICE_LEAD + 20,
+                what="the unprotected Job pod evicted",
+            )
+            assert time.monotonic() - started < 3 * NOTICE_LEAD + 20
+            code_b, out_b = finished(drain_b, timeout=90)
+            assert code_b == 0, out_b
+            wait_until(
+                lambda: job_status(kube, namespace, "train-b")[1] == 1,
+                timeout=30,
+                what="the Job's pod counted failed",
+            )
+            assert job_status(kube, namespace, "train-b")[0] == 0  # its work never completed
+            assert hook.ready()
+        finally:
+            set_protect(control_plane, [])
