@@ -40,6 +40,8 @@ class Rule(enum.StrEnum):
     """The application says it is idle: protect-until-completion is lifted."""
     EXEMPT = "exempt"
     """An annotation says ``false``: the policy rule that chose the pod does not protect it."""
+    GANG = "gang"
+    """Another member of the pod's gang (``gangs``) is protected longer: they go together."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -68,11 +70,16 @@ class Reason:
     policy_rule: str | None = None
     """The ``spec.protect`` rule that protects the pod (or that ``EXEMPT`` lifts), by its name or
     ``protect[i]``; ``None``: an annotation alone."""
+    gang_member: str | None = None
+    """For ``GANG``: the member (``namespace/name``) whose own protection ends last; the gang is
+    named by ``annotation`` (the label that makes it one) and ``value``."""
 
     @property
     def label(self) -> str:
-        """What protects the pod, for people: ``graceguard.io/protect=true`` or
-        ``policy rule jobs (until completion)``."""
+        """What protects the pod, for people: ``graceguard.io/protect=true``,
+        ``policy rule jobs (until completion)`` or ``gang graceguard.io/group=x (member ns/p)``."""
+        if self.rule is Rule.GANG:
+            return f"gang {self.annotation}={self.value} (member {self.gang_member})"
         if self.policy_rule is not None and self.rule is not Rule.EXEMPT:
             return f"policy rule {self.policy_rule} ({self.value})"
         return f"{self.annotation}={self.value}"

@@ -5,7 +5,8 @@
   it, ``decision`` when one pod may go (shared with ``explain``, ``plan`` and the webhook).
 - ``projection``: which pods are protected now, and the annotations other autoscalers obey
   projected onto them (and retracted); ``deletion_cost`` the ``pod-deletion-cost`` kept on a
-  ReplicaSet's pods with it, so that a scale-in deletes the idle ones first.
+  ReplicaSet's pods with it, so that a scale-in deletes the idle ones first; ``gangs`` how long
+  a gang of pods holds its members (the last member's protection).
 - ``admission``: the eviction webhook's answer to an eviction someone else asked for.
 - ``audit``: ``graceguard audit``'s checks over what was read from the cluster and AWS.
 

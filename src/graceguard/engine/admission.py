@@ -51,7 +51,8 @@ from collections.abc import Set as AbstractSet
 
 from graceguard.domain import annotations as ann
 from graceguard.domain import budgets, cluster, disruption, notices, policy, protection, times
-from graceguard.engine import decision, projection
+from graceguard.domain import gangs as domain_gangs
+from graceguard.engine import decision, gangs, projection
 
 SERVICE_ACCOUNT_PREFIX = "system:serviceaccount:"
 EVICTION_API = "eviction-api"
@@ -144,6 +145,7 @@ def admit(  # noqa: PLR0911 - one answer per rule, in the order the docstring li
     reader: projection.ProtectionReader | None = None,
     node: cluster.Node | None = None,
     grace_seconds: int | None = None,
+    gang: gangs.Hold | None = None,
 ) -> Verdict:
     """Decide one eviction of ``pod`` asked by ``source`` at ``now``.
 
@@ -152,7 +154,8 @@ def admit(  # noqa: PLR0911 - one answer per rule, in the order the docstring li
     ``floor.current_healthy``. ``trusted``: the requester is graceguard's own controller.
     ``reader``: a ``ProtectionReader`` to reuse its memo (one is made when omitted).
     ``node``: the pod's node (``None``: unknown, treated as schedulable). ``grace_seconds``: the
-    eviction's ``deleteOptions.gracePeriodSeconds`` (``None``: the pod's own).
+    eviction's ``deleteOptions.gracePeriodSeconds`` (``None``: the pod's own). ``gang``: how long
+    the pod's gang holds it (``Facts.gang_hold``): a member is protected while its gang is.
     """
     who = pod.key
     if trusted:
@@ -162,6 +165,7 @@ def admit(  # noqa: PLR0911 - one answer per rule, in the order the docstring li
     if pod.start_time is None:
         return Verdict(True, Rule.NOT_STARTED, "not started yet", source, who)
     reader = reader or projection.ProtectionReader.of(pol)
+    prot = gangs.extend(reader.read(pod, now), gang)
     rule_for = pol.takeover_for(source)
     if rule_for is not None:
         taken = _takeover(
@@ -170,13 +174,13 @@ def admit(  # noqa: PLR0911 - one answer per rule, in the order the docstring li
             now=now,
             source=source,
             rule=rule_for,
-            reader=reader,
+            prot=prot,
             node=node,
             grace_seconds=grace_seconds,
         )
         if taken is not None:
             return taken
-    held = _held(pod=pod, pol=pol, now=now, source=source, reader=reader)
+    held = _held(pod=pod, pol=pol, now=now, source=source, prot=prot)
     if held is not None:
         return held
     if floor is not None:
@@ -192,7 +196,7 @@ def _held(
     pol: policy.Policy,
     now: dt.datetime,
     source: str,
-    reader: projection.ProtectionReader,
+    prot: protection.Protection,
 ) -> Verdict | None:
     """Refused while the pod is protected, or outside the maintenance windows that apply to
     ``source`` (both named when both hold); ``None`` when neither holds it."""
@@ -206,9 +210,7 @@ def _held(
         scope=disruption.Scope.POD,
         pod=pod.key,
     )
-    d = decision.decide(
-        pod=pod, prot=reader.read(pod, now), request=request, pol=pol, now=now, notice=False
-    )
+    d = decision.decide(pod=pod, prot=prot, request=request, pol=pol, now=now, notice=False)
     held = {b.rule: b for b in d.blocked_by}
     parts: list[str] = []
     rule: Rule | None = None
@@ -254,13 +256,12 @@ def _takeover(
     now: dt.datetime,
     source: str,
     rule: policy.TakeoverRule,
-    reader: projection.ProtectionReader,
+    prot: protection.Protection,
     node: cluster.Node | None,
     grace_seconds: int | None,
 ) -> Verdict | None:
     """The refusal that takes the eviction over, when it would cost the pod something; ``None``
     when it costs nothing (the other rules decide)."""
-    prot = reader.read(pod, now)
     losses: list[str] = []
     if prot.active(now):
         losses.append(f"its protection until {_until(prot.protected_until)}{_by_rule(prot)}")
@@ -348,6 +349,23 @@ class Facts:
     counted: AbstractSet[str]
     """UIDs of the pods counted as Ready in ``floors``: an eviction admitted for one of them is
     not reflected yet."""
+    gang_members: Mapping[str, tuple[cluster.Pod, ...]] = dataclasses.field(default_factory=dict)
+    """Gang key -> its members (``domain.gangs``), for ``gang_hold``."""
+
+    def gang_hold(
+        self, pod: cluster.Pod, reader: projection.ProtectionReader, now: dt.datetime
+    ) -> gangs.Hold | None:
+        """How long ``pod``'s gang holds it: its members' own protection (``engine.gangs``)."""
+        gang = domain_gangs.gang_of(pod)
+        if gang is None:
+            return None
+        members = self.gang_members.get(gang.key, ())
+        found = gangs.holds(
+            (m for m in members if m.uid != pod.uid),
+            lambda m: reader.spec(m).until(m.start_time, now),
+            now,
+        )
+        return gangs.held_until(pod, found)
 
     def pdbs_for(self, pod: cluster.Pod) -> list[cluster.PodDisruptionBudget]:
         return [
@@ -404,7 +422,7 @@ class FactsBuilder:
             raise RuntimeError("FactsBuilder.facts before its steps are done")
         return self._result
 
-    def steps(self, pods: Sequence[cluster.Pod], chunk: int) -> Iterator[None]:
+    def steps(self, pods: Sequence[cluster.Pod], chunk: int) -> Iterator[None]:  # noqa: C901 - one pass per part, each cut into chunks
         pdbs: dict[str, list[cluster.PodDisruptionBudget]] = defaultdict(list)
         for start in range(0, len(self._budgets), chunk):
             for pdb in self._budgets[start : start + chunk]:
@@ -414,9 +432,15 @@ class FactsBuilder:
         owners = self._owners
         healthy: dict[str, int] = defaultdict(int)
         counted: set[str] = set()
+        members: dict[str, list[cluster.Pod]] = defaultdict(list)
+        gang_of = domain_gangs.gang_of
         running = cluster.PodPhase.RUNNING
         for start in range(0, len(pods), chunk):
             for pod in pods[start : start + chunk]:
+                if pod.labels or pod.annotations:
+                    gang = gang_of(pod)
+                    if gang is not None:
+                        members[gang.key].append(pod)
                 w = pod.workload
                 # pod.healthy, inlined: this loop runs once per pod of the cluster.
                 if w is None or not pod.ready or pod.deleting_since is not None:
@@ -438,4 +462,9 @@ class FactsBuilder:
                 if floor is not None:
                     floors[workload.ref.key] = floor
             yield
-        self._result = Facts(floors, {ns: tuple(found) for ns, found in pdbs.items()}, counted)
+        self._result = Facts(
+            floors,
+            {ns: tuple(found) for ns, found in pdbs.items()},
+            counted,
+            {key: tuple(found) for key, found in members.items()},
+        )

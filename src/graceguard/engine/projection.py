@@ -11,6 +11,7 @@ from graceguard.domain import annotations as ann
 from graceguard.domain import cluster, policy, protect_rules, protection
 from graceguard.engine import actions as act
 from graceguard.engine import deletion_cost as costs
+from graceguard.engine import gangs
 
 
 class ProtectionReader:
@@ -37,6 +38,8 @@ class ProtectionReader:
         self.watched: dict[int, _Watched] = {}
         """``id(pod)`` -> what that pod projects; the entry holds the pod, so the id stays its.
         Entries of pods gone or changed are dropped once they outnumber the pods of a pass."""
+        self.gangs: dict[str, gangs.Hold] = {}
+        """Gang key -> how long the gang holds its members (``hold_gangs``); empty: none."""
 
     @classmethod
     def of(cls, pol: policy.Policy) -> ProtectionReader:
@@ -64,8 +67,20 @@ class ProtectionReader:
             self._specs[key] = found
         return found
 
-    def read(self, pod: cluster.Pod, now: dt.datetime) -> protection.Protection:
+    def own(self, pod: cluster.Pod, now: dt.datetime) -> protection.Protection:
+        """The pod's protection by its annotations and the policy's rules alone."""
         return self.spec(pod).resolve(pod.start_time, now)
+
+    def read(self, pod: cluster.Pod, now: dt.datetime) -> protection.Protection:
+        """The pod's protection, its gang's hold included."""
+        own = self.spec(pod).resolve(pod.start_time, now)
+        if not self.gangs:
+            return own
+        return gangs.extend(own, gangs.held_until(pod, self.gangs))
+
+    def hold_gangs(self, pods: Iterable[cluster.Pod], now: dt.datetime) -> None:
+        """Work out, from the pods' own protection, how long each gang holds its members."""
+        self.gangs = gangs.holds(pods, lambda pod: self.spec(pod).until(pod.start_time, now), now)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -150,6 +165,7 @@ def project(  # noqa: C901 - one loop over every pod, kept inline (it runs per p
     watched_keys = ann.WATCHED
     blocked_since = ann.BLOCKED_SINCE
     memo = reader.watched
+    by_gang = reader.gangs
     hits: list[_Watched] = []
     for pod in pods:
         annotations = pod.annotations
@@ -157,13 +173,16 @@ def project(  # noqa: C901 - one loop over every pod, kept inline (it runs per p
             pod.notice_stage is not None or blocked_since in annotations
         ) and pod.node not in disrupted_nodes:
             out.append(act.WithdrawNotice(ref(pod)))
-        if not annotations and not reader.rules:
+        if not annotations and not reader.rules and not by_gang:
             continue
+        hold = gangs.held_until(pod, by_gang) if by_gang else None
         key = id(pod)
         entry = memo.get(key)
         if entry is None or entry.pod is not pod:
-            if (not annotations or annotations.keys().isdisjoint(watched_keys)) and not (
-                reader.rules and reader.chosen(pod)
+            if (
+                (not annotations or annotations.keys().isdisjoint(watched_keys))
+                and not (reader.rules and reader.chosen(pod))
+                and hold is None
             ):
                 continue
             entry = memo[key] = _watched(pod, reader)
@@ -173,6 +192,12 @@ def project(  # noqa: C901 - one loop over every pod, kept inline (it runs per p
         until = entry.until
         if until is None and entry.unstarted is not None:
             until = now + entry.unstarted
+        if (
+            hold is not None
+            and pod.start_time is not None
+            and (until is None or hold.until > until)
+        ):
+            until = hold.until
         protects = until is not None and until > now
         if protects:
             assert until is not None

@@ -101,6 +101,7 @@ def reconcile(
     finished) kept for longer than the policy's ``disruptionTTL``."""
     idx = snapshot if isinstance(snapshot, index.ClusterIndex) else index.build(snapshot, pol)
     reader = reader or projection.ProtectionReader.of(pol)
+    reader.hold_gangs(idx.snapshot.pods, now)  # a gang's members go together (engine.gangs)
     out: list[act.Action] = []
     plans: list[PodPlan] = []
     wake = _Wake()

@@ -189,6 +189,7 @@ class AdmissionService:
         facts = state.facts()
         floor = facts.floor_for(pod)
         node = state.node(pod.node) if pod.node else None
+        reader = self._reader_for(pol)
         verdict = admission.admit(
             pod=pod,
             pol=pol,
@@ -197,9 +198,10 @@ class AdmissionService:
             floor=floor,
             pending=self._pending_for(floor, pod, facts, now) if floor is not None else 0,
             trusted=trusted,
-            reader=self._reader_for(pol),
+            reader=reader,
             node=node,
             grace_seconds=rev.grace_seconds,
+            gang=facts.gang_hold(pod, reader, now),
         )
         if leaderless and not verdict.allowed:
             verdict = dataclasses.replace(verdict, reason=f"{verdict.reason}; {LEADERLESS}")

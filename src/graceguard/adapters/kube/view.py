@@ -22,19 +22,23 @@ import lightkube
 from graceguard.adapters.kube import resources
 from graceguard.adapters.kube.informer import Informer, RawHook
 from graceguard.domain import annotations as ann
-from graceguard.domain import cluster, disruption, policy
+from graceguard.domain import cluster, disruption, gangs, policy
 from graceguard.manifests import disruptions, objects, pods, policies
 from graceguard.manifests.errors import ManifestError
 
 log = logging.getLogger(__name__)
 
-KEPT_ANNOTATIONS = ann.WATCHED | {
-    ann.EVICTION_AT,
-    ann.EVICTION_REASON,
-    ann.BLOCKED_SINCE,
-    ann.POD_DELETION_COST,
-    ann.DELETION_COST_AT,
-}
+KEPT_ANNOTATIONS = (
+    ann.WATCHED
+    | {
+        ann.EVICTION_AT,
+        ann.EVICTION_REASON,
+        ann.BLOCKED_SINCE,
+        ann.POD_DELETION_COST,
+        ann.DELETION_COST_AT,
+    }
+    | gangs.ANNOTATIONS
+)
 POD_PAGE_SIZE = 100
 """Pods listed per request. A page of full Pod documents is parsed at once and the compact pods
 kept from it are allocated among its objects, so the page's memory stays in the process after
