@@ -131,6 +131,12 @@ ROWS: dict[str, Row] = {
     ),
     "lease name empty": row("--lease-name", "", names="--lease-name", says="not a Kubernetes name"),
     "lease name too long": row("--lease-name", "l" * 254, names="--lease-name", says="at most 253"),
+    "window evictions map not a name": row(
+        "--window-evictions", "Gg Map", names="--window-evictions", says="not a Kubernetes name"
+    ),
+    "notify outbox not a name": row(
+        "--notify-outbox", "", names="--notify-outbox", says="not a Kubernetes name"
+    ),
     # ---- this replica ----
     **IDENTITY_ROWS,
     "identity control character": row("--identity", "a\x1bb", names="--identity", says="one line"),

@@ -502,8 +502,9 @@ def chart_rbac(
 def test_the_rendered_chart_is_accepted(
     crd: controlplane.ControlPlane, chart_rbac: list[dict[str, Any]], tmp_path: pathlib.Path
 ) -> None:
-    """The rest (Deployment, Service, PDB, the default policy, and the Job of the post-delete hook
-    that runs ``graceguard uninstall-cleanup``) with a server-side dry run: the Deployment's pods
+    """The rest (Deployment, Service, PDB, the default policy, the controller's two ConfigMaps, and
+    the Job of the post-delete hook that runs ``graceguard uninstall-cleanup``) with a server-side
+    dry run: the Deployment's pods
     would land on other tests' kwok nodes, the policy on theirs, and the Job would clean up."""
     rest = [d for d in chart_rbac if d["kind"] not in RBAC_KINDS | {"CustomResourceDefinition"}]
     assert {d["kind"] for d in rest} == {
@@ -511,6 +512,7 @@ def test_the_rendered_chart_is_accepted(
         "Service",
         "PodDisruptionBudget",
         "DisruptionPolicy",
+        "ConfigMap",
         "Job",
     }
     path = tmp_path / "rest.yaml"

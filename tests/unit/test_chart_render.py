@@ -115,13 +115,25 @@ def test_cluster_role_is_exactly_the_least_privilege_set(docs: list[dict[str, An
 
 
 def test_lease_permissions_are_namespaced_to_the_one_lease(docs: list[dict[str, Any]]) -> None:
+    """And to the two ConfigMaps a new leader reads (get and patch only: the chart creates
+    them, and the controller's flags name them)."""
     role = one(docs, "Role")
     assert role["metadata"]["namespace"] == NAMESPACE
+    state = ("graceguard-window-evictions", "graceguard-notify-outbox")
     assert set(permissions(role)) == {
         ("coordination.k8s.io", "leases", "create", ()),
         ("coordination.k8s.io", "leases", "get", (LEASE,)),
         ("coordination.k8s.io", "leases", "update", (LEASE,)),
+        ("", "configmaps", "get", state),
+        ("", "configmaps", "patch", state),
     }
+    maps = {d["metadata"]["name"]: d for d in docs if d["kind"] == "ConfigMap"}
+    for name in state:
+        assert maps[name]["metadata"]["namespace"] == NAMESPACE
+        assert "data" not in maps[name]  # the controller's to write; helm upgrade keeps it
+    args = one(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert args[args.index("--window-evictions") + 1] == state[0]
+    assert args[args.index("--notify-outbox") + 1] == state[1]
     binding = one(docs, "RoleBinding")
     assert binding["metadata"]["namespace"] == NAMESPACE
     assert binding["roleRef"] == {
@@ -135,9 +147,11 @@ def test_no_wildcards_no_secrets_no_other_roles(docs: list[dict[str, Any]]) -> N
     roles = [d for d in docs if d["kind"] in ("Role", "ClusterRole")]
     assert sorted(d["kind"] for d in roles) == ["ClusterRole", "Role"]
     for role in roles:
-        for group, resource, verb, _ in permissions(role):
+        for group, resource, verb, names in permissions(role):
             assert "*" not in (group, resource, verb), role["metadata"]["name"]
-            assert resource.split("/")[0] not in ("secrets", "configmaps", "serviceaccounts")
+            assert resource.split("/")[0] not in ("secrets", "serviceaccounts")
+            if resource == "configmaps":  # only the controller's own two, by name
+                assert role["kind"] == "Role" and len(names) == 2, role
             assert verb not in ("escalate", "bind", "impersonate", "deletecollection")
 
 
@@ -181,6 +195,10 @@ def test_deployment_runs_two_replicas_of_the_controller(
         NAMESPACE,
         "--lease-name",
         LEASE,
+        "--window-evictions",
+        "graceguard-window-evictions",
+        "--notify-outbox",
+        "graceguard-notify-outbox",
     ]
     assert container["image"] == "ghcr.io/graceguard/graceguard:0.1.0"
 

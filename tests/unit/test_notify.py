@@ -112,11 +112,11 @@ async def settled(sender: FakeSender, count: int) -> None:
 
 def test_each_notice_once_in_order_with_the_template() -> None:
     async def scenario(n: notify.Notifier, sender: FakeSender, _w: list[float]) -> None:
-        n.notify(notice("a", Event.PROPOSED_EVICTION))
-        n.notify(notice("a"))
-        n.notify(notice("b", Event.PROPOSED_EVICTION))
-        n.notify(notice("a"))  # posted again (a retried round): the same key, not sent twice
-        n.notify(dataclasses.replace(notice("a"), at=NOW + dt.timedelta(seconds=5)))
+        await n.notify(notice("a", Event.PROPOSED_EVICTION))
+        await n.notify(notice("a"))
+        await n.notify(notice("b", Event.PROPOSED_EVICTION))
+        await n.notify(notice("a"))  # posted again (a retried round): the same key, not sent twice
+        await n.notify(dataclasses.replace(notice("a"), at=NOW + dt.timedelta(seconds=5)))
         await settled(sender, 3)
         for _ in range(20):
             await asyncio.sleep(0)
@@ -129,8 +129,8 @@ def test_each_notice_once_in_order_with_the_template() -> None:
 
 def test_a_renominated_pod_is_told_again() -> None:
     async def scenario(n: notify.Notifier, sender: FakeSender, _w: list[float]) -> None:
-        n.notify(notice("a", Event.PROPOSED_EVICTION, minute=10))
-        n.notify(notice("a", Event.PROPOSED_EVICTION, minute=40))
+        await n.notify(notice("a", Event.PROPOSED_EVICTION, minute=10))
+        await n.notify(notice("a", Event.PROPOSED_EVICTION, minute=40))
         await settled(sender, 2)
 
     sender, _ = run(scenario, sinks=(Sink(url=URL, template="$pod at $evictionAt"),))
@@ -140,7 +140,7 @@ def test_a_renominated_pod_is_told_again() -> None:
 def test_a_sink_gets_only_its_events() -> None:
     async def scenario(n: notify.Notifier, sender: FakeSender, _w: list[float]) -> None:
         for event in Event:
-            n.notify(notice("a", event))
+            await n.notify(notice("a", event))
         await settled(sender, 2)
         for _ in range(20):
             await asyncio.sleep(0)
@@ -154,8 +154,8 @@ def test_a_failing_receiver_is_retried_with_exponential_backoff() -> None:
     before = counted("ScheduledEviction", "sent")
 
     async def scenario(n: notify.Notifier, sender: FakeSender, _w: list[float]) -> None:
-        n.notify(notice("a"))
-        n.notify(notice("b"))
+        await n.notify(notice("a"))
+        await n.notify(notice("b"))
         await settled(sender, 2)
 
     sender, waits = run(scenario, sender=FakeSender(failures=3))
@@ -171,8 +171,8 @@ def test_after_the_last_attempt_the_notice_is_dropped_with_a_log_line(
     before = counted("ForcedEviction", "failed")
 
     async def scenario(n: notify.Notifier, sender: FakeSender, _w: list[float]) -> None:
-        n.notify(notice("a", Event.FORCED_EVICTION))
-        n.notify(notice("b", Event.FORCED_EVICTION))
+        await n.notify(notice("a", Event.FORCED_EVICTION))
+        await n.notify(notice("b", Event.FORCED_EVICTION))
         await settled(sender, 1)
 
     with caplog.at_level(logging.WARNING, logger="graceguard.controller.notify"):
@@ -193,7 +193,7 @@ def test_a_hanging_receiver_is_bounded_by_the_sink_timeout() -> None:
 
     async def scenario(n: notify.Notifier, sender: FakeSender, _w: list[float]) -> None:
         sender.gate = asyncio.Event()  # never set: every attempt hangs
-        n.notify(notice("a"))
+        await n.notify(notice("a"))
         for _ in range(300):
             if counted("ScheduledEviction", "failed") > before:
                 return
@@ -213,11 +213,11 @@ def test_a_full_queue_drops_its_oldest_and_notify_never_waits(
 
     async def scenario(n: notify.Notifier, sender: FakeSender, _w: list[float]) -> None:
         sender.gate = asyncio.Event()
-        n.notify(notice("p0"))
+        await n.notify(notice("p0"))
         while not sender.attempts:  # the worker holds p0, waiting on the receiver
             await asyncio.sleep(0)
         for i in range(1, 6):
-            n.notify(notice(f"p{i}"))  # returns at once: the receiver is stuck
+            await n.notify(notice(f"p{i}"))  # returns at once: the receiver is stuck
         assert n.pending() == 3
         sender.gate.set()
         await settled(sender, 4)
@@ -237,10 +237,10 @@ def test_only_the_leader_queues() -> None:
     leads = [False]
 
     async def scenario(n: notify.Notifier, sender: FakeSender, _w: list[float]) -> None:
-        n.notify(notice("a"))
+        await n.notify(notice("a"))
         assert n.pending() == 0
         leads[0] = True
-        n.notify(notice("b"))
+        await n.notify(notice("b"))
         await settled(sender, 1)
 
     sender, _ = run(scenario, is_leader=lambda: leads[0])
@@ -256,10 +256,10 @@ def test_sinks_follow_the_policy() -> None:
         first = (Sink(url=URL, template="1 $pod"),)
         n.set_sinks(first)
         n.set_sinks(first)
-        n.notify(notice("a"))
+        await n.notify(notice("a"))
         await settled(sender, 1)
         n.set_sinks((Sink(url=other, template="2 $pod"),))
-        n.notify(notice("b"))
+        await n.notify(notice("b"))
         await settled(sender, 2)
 
     sender, _ = run(scenario)
@@ -269,7 +269,7 @@ def test_sinks_follow_the_policy() -> None:
 
 def test_without_sinks_nothing_is_queued() -> None:
     async def scenario(n: notify.Notifier, sender: FakeSender, _w: list[float]) -> None:
-        n.notify(notice("a"))
+        await n.notify(notice("a"))
         assert n.pending() == 0
 
     sender, _ = run(scenario, sinks=())
@@ -285,7 +285,7 @@ class Collect:
     def __init__(self) -> None:
         self.got: list[Notification] = []
 
-    def notify(self, notification: Notification) -> None:
+    async def notify(self, notification: Notification) -> None:
         self.got.append(notification)
 
 

@@ -79,6 +79,22 @@ def controller(
             "it lives in the Disruption).",
         ),
     ] = 300,
+    window_evictions: Annotated[
+        str | None,
+        typer.Option(
+            help="ConfigMap (in the Lease's namespace) where the pods evicted in a maintenance "
+            "window are kept, so a new leader does not evict a pod recreated under the same "
+            "name again in that window. Default: kept in this process only.",
+        ),
+    ] = None,
+    notify_outbox: Annotated[
+        str | None,
+        typer.Option(
+            help="ConfigMap (in the Lease's namespace) where notices for the notify sinks wait "
+            "until sent, so a new leader sends what the last one did not. Default: kept in "
+            "this process only.",
+        ),
+    ] = None,
     verbose: process_command.Verbose = False,
 ) -> None:
     """Run the graceguard controller: notices, protection projection, guarded drains.
@@ -94,6 +110,12 @@ def controller(
         ns_option = options.named("lease_namespace", "--lease-namespace", "POD_NAMESPACE")
         options.check_dns_label(ns_option, lease_namespace)
         options.check_dns_subdomain("--lease-name", lease_name)
+        for flag, name in (
+            ("--window-evictions", window_evictions),
+            ("--notify-outbox", notify_outbox),
+        ):
+            if name is not None:
+                options.check_dns_subdomain(flag, name)
         options.check_identity(options.named("identity", "--identity", "POD_NAME"), identity)
         options.check_range("--log-lines", log_lines, low=0, high=LOG_LINES_MAX)
         options.check_distinct(ports)
@@ -118,6 +140,8 @@ def controller(
             health_port=health_port,
             probe_host=probe_host,
             aws=aws,
+            window_evictions=window_evictions,
+            notify_outbox=notify_outbox,
         ),
         problems={
             ledger_store.LedgerError: lambda err: options.ledger_problem(

@@ -8,8 +8,9 @@ need going, through ports. From the top (the layers ``.importlinter`` keeps insi
   ``logs``) and every termination; ``aws_queue``: the AWS interruption queue's consumer, each
   message's effect decided in ``interruptions``;
 - ``notify``: the policy's notify sinks; ``metrics``: what the rounds did, for Prometheus;
-- ``executor``: the one interpreter of the engine's actions; ``holds``: the Auto Scaling holds
-  kept alive and released;
+- ``executor``: the one interpreter of the engine's actions; ``window_memory``: which pod it
+  evicted in which maintenance window, kept where a new leader reads it; ``holds``: the Auto
+  Scaling holds kept alive and released;
 - ``ports``: every protocol the above reach the outside through.
 
 Which pod goes when is the engine's to decide; this package talks to nothing directly:

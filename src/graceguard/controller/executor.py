@@ -19,7 +19,7 @@ import datetime as dt
 import logging
 from collections.abc import Iterable, Mapping
 
-from graceguard.controller import ports
+from graceguard.controller import ports, window_memory
 from graceguard.domain import durations, notifications, pod_writes, times
 from graceguard.engine import actions as act
 
@@ -31,9 +31,6 @@ REFUSAL_BACKOFF = dt.timedelta(seconds=10)
 """After the API refuses an eviction the engine planned, wait this long before asking again."""
 SKIPPED = "skipped: changed since read"
 """An outcome's detail when a Disruption's status write was refused: the object had changed."""
-WINDOW_MEMORY = 10_000
-WINDOW_MEMORY_AGE = dt.timedelta(days=2)
-"""Window evictions kept: past ``WINDOW_MEMORY`` entries, those of windows older than this go."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -51,6 +48,7 @@ class Executor:
         recorder: ports.EvictionRecorder | None = None,
         holds: ports.HoldKeeper | None = None,
         notifier: ports.Listener | None = None,
+        windows: window_memory.WindowMemory | None = None,
     ) -> None:
         self._cluster = cluster
         self._notifier = notifier
@@ -58,10 +56,19 @@ class Executor:
         self._holds = holds
         self._warned: set[tuple[str, str, str]] = set()
         self._refused: dict[str, dt.datetime] = {}
-        self.window_evictions: dict[str, dt.datetime] = {}
+        self.windows = windows or window_memory.WindowMemory()
         """Pod key -> the start of the maintenance window it was evicted in, for the engine's
-        "once per window" (``Snapshot.window_evictions``). Kept in memory: after a restart a
-        pod recreated under the same name (a StatefulSet's) may be evicted once more."""
+        "once per window" (``Snapshot.window_evictions``); kept in the cluster when given a
+        store, so a new leader does not evict a pod recreated under the same name again."""
+
+    @property
+    def window_evictions(self) -> Mapping[str, dt.datetime]:
+        return self.windows.snapshot()
+
+    async def take_over(self) -> None:
+        """Before a new leader's first round: read what the last leader left (raises when it
+        cannot be read)."""
+        await self.windows.load()
 
     def refused_recently(self, pod: act.PodRef, now: dt.datetime) -> bool:
         at = self._refused.get(pod.key)
@@ -124,9 +131,9 @@ class Executor:
                 await c.cordon(node=node)
                 return "cordoned"
             case act.PostNotice(pod=pod, notice=notice, request_id=request_id):
-                await c.write_pod(pod=pod, write=pod_writes.NoticePosted(notice=notice))
-                await c.post_event(pod=pod, reason=notice.reason.value, message=notice.message)
-                self._tell(
+                # Told (kept in the outbox) before the pod says it: a leader killed in between
+                # leaves a notice the next one sends, never one posted and not sent.
+                await self._tell(
                     notifications.Event(notice.reason.value),
                     pod,
                     notice.message,
@@ -135,6 +142,8 @@ class Executor:
                     eviction_at=notice.eviction_at,
                     disruption=request_id,
                 )
+                await c.write_pod(pod=pod, write=pod_writes.NoticePosted(notice=notice))
+                await c.post_event(pod=pod, reason=notice.reason.value, message=notice.message)
                 return "noticed"
             case act.WithdrawNotice(pod=pod):
                 await c.write_pod(pod=pod, write=pod_writes.NoticeWithdrawn())
@@ -155,7 +164,7 @@ class Executor:
                 await c.post_event(
                     pod=pod, reason="DeadlineExceeded", message=message, warning=True
                 )
-                self._tell(
+                await self._tell(
                     notifications.Event.DEADLINE_EXCEEDED,
                     pod,
                     message,
@@ -242,8 +251,17 @@ class Executor:
             return "backing off"
         if self._recorder is not None:
             await self._recorder.before_eviction(action=action)
-        result, message = await c.evict(pod=pod, grace_seconds=grace)
+        if action.window is not None:
+            await self.windows.claim(pod.key, action.window, now=now)
+        try:
+            result, message = await c.evict(pod=pod, grace_seconds=grace)
+        except Exception:
+            if action.window is not None:
+                await self.windows.release(pod.key, action.window)
+            raise
         if result is ports.EvictionResult.REFUSED:
+            if action.window is not None:
+                await self.windows.release(pod.key, action.window)
             first = pod.key not in self._refused
             self._refused[pod.key] = now
             if first:
@@ -255,7 +273,6 @@ class Executor:
                 )
             return "refused"
         self._refused.pop(pod.key, None)
-        self._remember_window(pod, action.window, now)
         if result is ports.EvictionResult.EVICTED:
             await c.post_event(
                 pod=pod,
@@ -277,7 +294,9 @@ class Executor:
         await self._cluster.post_event(
             pod=pod, reason="ForcedEviction", message=message, warning=True
         )
-        self._tell(
+        if action.window is not None:
+            await self.windows.claim(pod.key, action.window, now=now)
+        await self._tell(
             notifications.Event.FORCED_EVICTION,
             pod,
             message,
@@ -285,11 +304,15 @@ class Executor:
             source=action.source,
             disruption=action.request_id,
         )
-        deleted = await self._cluster.delete(pod=pod, grace_seconds=grace)
-        self._remember_window(pod, action.window, now)
+        try:
+            deleted = await self._cluster.delete(pod=pod, grace_seconds=grace)
+        except Exception:
+            if action.window is not None:
+                await self.windows.release(pod.key, action.window)
+            raise
         return "deleted" if deleted else "gone"
 
-    def _tell(
+    async def _tell(
         self,
         event: notifications.Event,
         pod: act.PodRef,
@@ -300,10 +323,10 @@ class Executor:
         eviction_at: dt.datetime | None = None,
         disruption: str = "",
     ) -> None:
-        """The event just posted, to the humans (queued; never waits on a receiver)."""
+        """The event posted, to the humans (kept and queued; never waits on a receiver)."""
         if self._notifier is None:
             return
-        self._notifier.notify(
+        await self._notifier.notify(
             notifications.Notification(
                 event=event,
                 namespace=pod.namespace,
@@ -339,15 +362,3 @@ class Executor:
                 "is configured to keep it"
             )
         return self._holds
-
-    def _remember_window(
-        self, pod: act.PodRef, window: dt.datetime | None, now: dt.datetime
-    ) -> None:
-        if window is None:
-            return
-        self.window_evictions[pod.key] = window
-        if len(self.window_evictions) > WINDOW_MEMORY:
-            horizon = now - WINDOW_MEMORY_AGE
-            self.window_evictions = {
-                key: start for key, start in self.window_evictions.items() if start > horizon
-            }

@@ -4,6 +4,10 @@ policy in force first and reports it to its author.
 
 A round waits until the informers have observed its own writes before the next one, so a notice
 or an eviction is never sent twice because the cache lagged.
+
+A replica that gains the lead first runs ``on_lead`` (the executor and the notifier read what the
+last leader left in the cluster: window evictions, the notify outbox); until it succeeds no round
+runs, and it is tried again every ``TAKE_OVER_RETRY``.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ import asyncio
 import dataclasses
 import datetime as dt
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from graceguard.controller import executor as ex
 from graceguard.controller import metrics as controller_metrics
@@ -23,6 +27,7 @@ log = logging.getLogger(__name__)
 
 RESYNC = dt.timedelta(seconds=30)
 DEBOUNCE_SECONDS = 0.1
+TAKE_OVER_RETRY = dt.timedelta(seconds=2)
 
 
 @dataclasses.dataclass(slots=True)
@@ -43,7 +48,10 @@ class Controller:
         policy_reporter: ports.PolicyReporter | None = None,
         on_policy: Callable[[policy.Policy], None] | None = None,
         metrics: controller_metrics.ControllerMetrics | None = None,
+        on_lead: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
+        self._on_lead = on_lead
+        self._took_over = False
         self._on_policy = on_policy
         self._view = view
         self._leadership = leadership
@@ -62,10 +70,30 @@ class Controller:
             wake: dt.datetime | None = None
             self._view.changed.clear()
             self._leadership.changed.clear()
-            if self._leadership.is_leader:
+            if not self._leadership.is_leader:
+                self._took_over = False
+            elif await self._take_over():
                 wake = await self.reconcile_once()
+            else:
+                wake = self._clock() + TAKE_OVER_RETRY
             self.health.last_round = asyncio.get_running_loop().time()
             await self._wait(wake)
+
+    async def _take_over(self) -> bool:
+        """``on_lead`` once per gained lead; False while it fails."""
+        if self._took_over or self._on_lead is None:
+            return True
+        try:
+            await self._on_lead()
+        except Exception as err:  # no round acts without what the last leader left
+            log.warning(
+                "cannot read what the last leader left (retrying in %ss): %s",
+                TAKE_OVER_RETRY.total_seconds(),
+                err,
+            )
+            return False
+        self._took_over = True
+        return True
 
     async def reconcile_once(self) -> dt.datetime | None:
         pol, entry = self._view.policy()

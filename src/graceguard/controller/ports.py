@@ -206,8 +206,21 @@ class Sender(Protocol):
 class Listener(Protocol):
     """What the feeders (executor, termination observer) hand their events to (the notifier)."""
 
-    def notify(self, notification: notifications.Notification) -> None:
-        """Take ``notification``; return at once."""
+    async def notify(self, notification: notifications.Notification) -> None:
+        """Take ``notification``: kept where a new leader finds it, then queued; never waits on a
+        receiver."""
+
+
+class KeyValues(Protocol):
+    """A small map kept in the cluster (a ConfigMap's ``data``) that every replica reads: what a
+    new leader needs of the last one's work (window evictions, the notify outbox)."""
+
+    async def read(self) -> Mapping[str, str]:
+        """Every key and its value."""
+
+    async def write(self, changes: Mapping[str, str | None]) -> None:
+        """Set each key to its value and delete those given ``None``, in one write (keys not
+        named are left alone, so concurrent writers of other keys do not clash)."""
 
 
 # ---- AWS (issue 9): the interruption queue, the Auto Scaling hook, the holds' records ----

@@ -195,7 +195,7 @@ class TerminationObserver:
         except Exception as err:  # reporting must not stop the watch
             log.warning("cannot post PrematureTermination for %s: %s", rec.key, err)
         if self._notifier is not None:
-            self._notifier.notify(
+            await self._notifier.notify(
                 notifications.Notification(
                     event=notifications.Event.PREMATURE_TERMINATION,
                     namespace=rec.namespace,

@@ -7,7 +7,8 @@ form: ``${pod}`` (or ``$pod``) is replaced by the notice's field, ``$$`` is a li
 placeholders are ``PLACEHOLDERS``; any other name is refused when the policy is read, naming the
 field, so a template never fails when a notice is sent.
 
-Pure: reading a sink from a policy document, the notice's value, its dedupe key and its body. The
+Pure: reading a sink from a policy document, the notice's value, its dedupe key, its body and its
+outbox record (``to_record``). The
 controller's ``controller/notify.py`` queues and sends them; ``adapters/notify_http.py`` posts.
 """
 
@@ -112,6 +113,56 @@ class Notification:
             "at": times.format_time(self.at),
             "disruption": self.disruption,
         }
+
+
+def to_record(notification: Notification) -> dict[str, str]:
+    """``notification`` as strings, for the controller's outbox (``from_record`` reads it)."""
+    n = notification
+    record = {
+        "event": n.event.value,
+        "namespace": n.namespace,
+        "pod": n.pod,
+        "message": n.message,
+        "at": times.format_time(n.at),
+        "uid": n.uid,
+        "source": n.source,
+        "disruption": n.disruption,
+    }
+    if n.eviction_at is not None:
+        record["evictionAt"] = times.format_time(n.eviction_at)
+    return record
+
+
+def from_record(record: Mapping[str, object]) -> Notification:
+    """The notice ``to_record`` wrote. ``ValueError`` naming the field when one is missing or
+    malformed (an outbox entry someone else edited)."""
+
+    def text(name: str, *, required: bool = True) -> str:
+        value = record.get(name, None if required else "")
+        if not isinstance(value, str):
+            raise ValueError(f"{name}: expected a string, got {value!r}")
+        return value
+
+    event = text("event")
+    if event not in _EVENT_NAMES:
+        raise ValueError(f"event: {event!r} is not one of {sorted(_EVENT_NAMES)}")
+    try:
+        at = times.parse_time(text("at"))
+        raw_eviction = text("evictionAt", required=False)
+        eviction_at = times.parse_time(raw_eviction) if raw_eviction else None
+    except ValueError as err:
+        raise ValueError(f"at/evictionAt: {err}") from err
+    return Notification(
+        event=Event(event),
+        namespace=text("namespace"),
+        pod=text("pod"),
+        message=text("message"),
+        at=at,
+        uid=text("uid", required=False),
+        source=text("source", required=False),
+        eviction_at=eviction_at,
+        disruption=text("disruption", required=False),
+    )
 
 
 def body(sink: Sink, notification: Notification) -> dict[str, str]:

@@ -18,9 +18,17 @@ import pathlib
 from graceguard.adapters import ledger as ledger_store
 from graceguard.adapters import notify_http, probes
 from graceguard.adapters.kube import client as kube_client
-from graceguard.adapters.kube import lease, policy_status, view, writer
+from graceguard.adapters.kube import lease, policy_status, state_map, view, writer
 from graceguard.adapters.kube import logs as kube_logs
-from graceguard.controller import executor, loop, metrics, notify, ports, recording
+from graceguard.controller import (
+    executor,
+    loop,
+    metrics,
+    notify,
+    ports,
+    recording,
+    window_memory,
+)
 from graceguard.processes import aws as aws_wiring
 from graceguard.processes import supervisor
 
@@ -41,9 +49,14 @@ async def run(
     health_port: int,
     probe_host: str,
     aws: aws_wiring.AwsOptions | None = None,
+    window_evictions: str | None = None,
+    notify_outbox: str | None = None,
 ) -> None:
     """Run the controller until a task fails (or it is cancelled). ``LedgerError`` when the
-    ledger cannot be opened, ``KubeError`` when the kubeconfig cannot be loaded."""
+    ledger cannot be opened, ``KubeError`` when the kubeconfig cannot be loaded.
+
+    ``window_evictions`` / ``notify_outbox``: ConfigMaps in ``lease_namespace`` where a new
+    leader finds what the last one left (none: kept in this process only)."""
     ledger = await ledger_store.Ledger.open(ledger_url)
     try:
         client = kube_client.connect(kubeconfig)
@@ -57,7 +70,18 @@ async def run(
     )
     sender = notify_http.HttpSender()
     counted = metrics.ControllerMetrics()
-    notifier = notify.Notifier(sender=sender, metrics=counted, is_leader=lambda: elector.is_leader)
+
+    def state(name: str | None) -> ports.KeyValues | None:
+        if name is None:
+            return None
+        return state_map.ConfigMapState(client, namespace=lease_namespace, name=name)
+
+    notifier = notify.Notifier(
+        sender=sender,
+        metrics=counted,
+        is_leader=lambda: elector.is_leader,
+        outbox=state(notify_outbox),
+    )
     # The observer watches through the view's informers and reads the policy in force from the
     # view: the hooks name it before it is made (late binding, hence the lambdas).
     cluster_view = view.ClusterView(
@@ -90,12 +114,23 @@ async def run(
             aws, client=client, view=cluster_view, writer=cluster_writer, leadership=elector
         )
         holds, aws_tasks, aws_cleanups = wired.holds, wired.tasks, wired.cleanups
+    runs = executor.Executor(
+        cluster=cluster_writer,
+        recorder=recorder,
+        notifier=notifier,
+        holds=holds,
+        windows=window_memory.WindowMemory(store=state(window_evictions)),
+    )
+
+    async def take_over() -> None:
+        await runs.take_over()
+        await notifier.take_over()
+
     runner = loop.Controller(
         view=cluster_view,
         leadership=elector,
-        executor=executor.Executor(
-            cluster=cluster_writer, recorder=recorder, notifier=notifier, holds=holds
-        ),
+        executor=runs,
+        on_lead=take_over,
         clock=_clock,
         policy_reporter=policy_status.PolicyStatusWriter(client, instance=identity),
         on_policy=lambda pol: notifier.set_sinks(pol.notify),

@@ -111,3 +111,12 @@ app.kubernetes.io/part-of: graceguard
 {{- define "graceguard.controllerUser" -}}
 {{- printf "system:serviceaccount:%s:%s" .Release.Namespace (include "graceguard.serviceAccountName" .) -}}
 {{- end -}}
+
+{{/* The ConfigMaps where a new leader finds what the last one left (the controller's
+--window-evictions and --notify-outbox). */}}
+{{- define "graceguard.windowEvictions" -}}
+{{- printf "%s-window-evictions" (include "graceguard.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- define "graceguard.notifyOutbox" -}}
+{{- printf "%s-notify-outbox" (include "graceguard.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}

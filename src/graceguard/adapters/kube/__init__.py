@@ -16,11 +16,12 @@
   ``graceguard drain`` and ``graceguard plan`` (open, follow, load the cluster once);
   ``interruptions``: the Kubernetes side of the AWS holds (which node an instance is, a
   Disruption's phase as the informer knows it).
-- ``lease``: leader election on a Lease; ``node_agent``: what one node's agent reads and writes;
-  ``audit_read``: what ``graceguard audit`` reads; ``cleanup``: what ``graceguard
-  uninstall-cleanup`` takes back from pods and nodes; ``webhook_config``: the webhook arming its
-  own ValidatingWebhookConfiguration; ``controller_lease``: whether a controller leads, for the
-  webhook.
+- ``lease``: leader election on a Lease; ``state_map``: a ConfigMap's data as the
+  controller's ``KeyValues`` (window evictions and the notify outbox a new leader reads);
+  ``node_agent``: what one node's agent reads and writes; ``audit_read``: what ``graceguard
+  audit`` reads; ``cleanup``: what ``graceguard uninstall-cleanup`` takes back from pods and
+  nodes; ``webhook_config``: the webhook arming its own ValidatingWebhookConfiguration;
+  ``controller_lease``: whether a controller leads, for the webhook.
 
 graceguard keeps its own informers rather than kopf's watch handlers: after a relist it must
 drop objects deleted while the watch was down, it must know each object's resourceVersion to
