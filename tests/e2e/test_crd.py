@@ -433,7 +433,9 @@ def test_the_controllers_objects_and_status_are_stored_and_shown(
         stored = json.loads(run(dis_crd, "get", "gdis", request.id, "-o", "json"))
         assert "nextEvictionAt" not in stored["status"]
         assert disruptions.status_from_object(stored["status"]) == done
-        assert disruptions.finished_from_object(stored) == disruptions.Finished(request.id, at)
+        assert disruptions.finished_from_object(stored) == disruptions.Finished(
+            request.id, at, disruption.Phase.DONE
+        )
         # a status written whole, with explicit nulls, is stored as written (nullable)
         whole = disruptions.status_document(status)
         run(

@@ -259,14 +259,14 @@ def finished(status: object, **meta: Any) -> disruptions.Finished | None:
 def test_done_and_cancelled_objects_are_finished_at_completed_at(phase: disruption.Phase) -> None:
     got = finished({"phase": phase.value, "completedAt": "2026-11-21T06:00:00Z"})
     if phase in (disruption.Phase.DONE, disruption.Phase.CANCELLED):
-        assert got == disruptions.Finished("d1", T0 + dt.timedelta(hours=1))
+        assert got == disruptions.Finished("d1", T0 + dt.timedelta(hours=1), phase)
     else:
         assert got is None
 
 
 def test_a_finished_object_without_completed_at_counts_from_its_creation() -> None:
     got = finished({"phase": "Done"}, creationTimestamp=CREATED)
-    assert got == disruptions.Finished("d1", T0)
+    assert got == disruptions.Finished("d1", T0, disruption.Phase.DONE)
     assert finished({"phase": "Cancelled"}) is None  # no time to count from: kept
 
 

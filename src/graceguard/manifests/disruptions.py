@@ -44,6 +44,8 @@ class Finished:
 
     id: str
     at: dt.datetime
+    phase: disruption.Phase
+    """``Done`` or ``Cancelled``."""
 
 
 def _text(spec: Mapping[str, Any], key: str, *, required: bool = False, here: str = "spec") -> str:
@@ -278,7 +280,7 @@ def finished_from_object(doc: Mapping[str, Any]) -> Finished | None:
     name = meta.get("name")
     if at is None or not isinstance(name, str):
         return None
-    return Finished(name, at)
+    return Finished(name, at, phase)
 
 
 def object_for(request: disruption.DisruptionRequest) -> dict[str, Any]:

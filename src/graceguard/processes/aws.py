@@ -49,9 +49,7 @@ def wire(
 ) -> Wired:
     calls = clients.AwsCalls(endpoint=options.endpoint, region=options.region)
     hooks = lifecycle.AutoscalingHooks(calls)
-    found = kube_disruptions.DisruptionStore(
-        client, cached=kube_interruptions.cached_phase(view.disruptions.store)
-    )
+    found = kube_disruptions.DisruptionStore(client, cache=view.disruptions.store)
     keeper = holds.AsgHoldKeeper(autoscaling=hooks, records=found, clock=_clock)
     worker = aws_queue.QueueWorker(
         queue=sqs.SqsQueue(calls, url=options.queue_url),

@@ -11,11 +11,11 @@
 - ``writer``: ``controller.ports.ClusterWriter`` (notices, evictions, cordons, Disruption
   statuses); ``events``: the Event objects every process reports; ``policy_status``: the
   DisruptionPolicy's status; ``logs``: ``pods/log`` as the controller's ``LogSource``.
-- ``disruptions``: the ``Disruption`` store, through which every creation, read and write of a
-  ``Disruption`` object goes (its documents are ``manifests.disruptions``'s); ``drains``:
-  ``graceguard drain`` and ``graceguard plan`` (open, follow, load the cluster once);
-  ``interruptions``: the Kubernetes side of the AWS holds (which node an instance is, a
-  Disruption's phase as the informer knows it).
+- ``disruptions``: the ``Disruption`` store, through which every creation, read, watch and
+  write of a ``Disruption`` object goes (its documents are ``manifests.disruptions``'s; the
+  views' informer on them is its ``watch``); ``drains``: ``graceguard drain`` and ``graceguard
+  plan`` (open, follow, load the cluster once); ``interruptions``: the Kubernetes side of the AWS
+  holds (which node an instance is).
 - ``lease``: leader election on a Lease; ``state_map``: a ConfigMap's data as the
   controller's ``KeyValues`` (window evictions and the notify outbox a new leader reads);
   ``node_agent``: what one node's agent reads and writes; ``audit_read``: what ``graceguard

@@ -27,6 +27,7 @@ import lightkube
 from lightkube.core.exceptions import ApiError
 from lightkube.resources.core_v1 import Pod
 
+from graceguard.adapters.kube import disruptions as kube_disruptions
 from graceguard.adapters.kube import resources, view
 from graceguard.adapters.kube.informer import Informer
 from graceguard.domain import cluster, disruption, policy
@@ -58,13 +59,7 @@ class LiveAdmissionState:
         self._nodes = Informer(
             client=client, resource=resources.Node, convert=view.compact_node, changed=quiet
         )
-        self._disruptions = Informer(
-            client=client,
-            resource=resources.Disruption,
-            convert=view.disruption_entry,
-            changed=quiet,
-            optional=True,
-        )
+        self._disruptions = kube_disruptions.watch(client, changed=quiet)
         self._open: dict[str, list[disruption.DisruptionRequest]] = {}
         self._open_generation = -1
         self._interval = interval

@@ -1,8 +1,9 @@
-"""The ``Disruption`` store: every creation, read and write of a ``Disruption`` object
-(``graceguard.io/v1alpha1``) on the Kubernetes API goes through ``DisruptionStore``, and every
-document it sends or reads is ``manifests.disruptions``'s (the one reading of a request, its
-status and its hold). The controller's informer (``adapters.kube.view``) reads the same objects
-through the same manifests module.
+"""The ``Disruption`` store: every creation, read, watch and write of a ``Disruption`` object
+(``graceguard.io/v1alpha1``) on the Kubernetes API goes through this module, and every document
+it sends or reads is ``manifests.disruptions``'s (the one reading of a request, its status and
+its hold). ``DisruptionStore`` creates, reads and writes; ``watch`` is the informer on them that
+the controller's and the webhook's views hold (each object read into a ``DisruptionEntry``), and
+the store asks that informer's cache for a phase before the API.
 
 Creating: the object's name is the request's id; a create that finds one of that name already
 (409 AlreadyExists: another webhook replica took the same node over in the same minute, a
@@ -16,12 +17,13 @@ A Disruption CRD that is not installed comes out as ``client.KubeError`` naming 
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import datetime as dt
 import logging
 import secrets
 import typing
-from collections.abc import Callable
+from collections.abc import Mapping
 from typing import Any
 
 import lightkube
@@ -29,6 +31,7 @@ from lightkube.core.exceptions import ApiError
 from lightkube.types import PatchType
 
 from graceguard.adapters.kube import client, resources
+from graceguard.adapters.kube.informer import Informer
 from graceguard.controller import ports
 from graceguard.domain import disruption
 from graceguard.manifests import disruptions
@@ -61,22 +64,76 @@ class Stored:
         return self.status.phase if self.status is not None else disruption.Phase.PENDING
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class DisruptionEntry:
+    """A ``Disruption`` object as the informer read it: exactly one of ``request`` (open),
+    ``finished`` (Done or Cancelled) and ``rejected`` (it cannot be carried out as written) is
+    set."""
+
+    name: str
+    request: disruption.DisruptionRequest | None = None
+    finished: disruptions.Finished | None = None
+    rejected: disruption.Rejected | None = None
+
+    @property
+    def phase(self) -> disruption.Phase | None:
+        """The phase a finished one has or an open one reports; ``None``: an open one that
+        reports none yet, or one that cannot be read (the store then asks the API)."""
+        if self.finished is not None:
+            return self.finished.phase
+        if self.request is not None and self.request.status is not None:
+            return self.request.status.phase
+        return None
+
+
+def entry(raw: dict[str, Any]) -> DisruptionEntry:
+    """A ``Disruption`` object read; one that cannot be read at all (a malformed object stored
+    before the schema was tightened) is rejected with why, never an error out of the watch."""
+    name = str((raw.get("metadata") or {}).get("name", ""))
+    try:
+        finished = disruptions.finished_from_object(raw)
+    except ManifestError:
+        finished = None
+    if finished is not None:
+        return DisruptionEntry(name, finished=finished)
+    try:
+        return DisruptionEntry(name, request=disruptions.request_from_object(raw))
+    except ManifestError as err:
+        problem = str(err)
+    except (TypeError, ValueError, AttributeError) as err:
+        problem = f"the object cannot be read: {err}"
+    try:
+        status = raw.get("status")
+        reported = disruptions.status_from_object(status) if isinstance(status, dict) else None
+    except (TypeError, ValueError, AttributeError):
+        reported = None
+    return DisruptionEntry(name, rejected=disruption.Rejected(name, problem, reported))
+
+
+def watch(api: lightkube.AsyncClient, *, changed: asyncio.Event) -> Informer[DisruptionEntry]:
+    """The informer on the ``Disruption`` objects, by name; optional: a cluster without the
+    CRD has none."""
+    return Informer(
+        client=api, resource=resources.Disruption, convert=entry, changed=changed, optional=True
+    )
+
+
 class DisruptionStore:
     """The one way to the ``Disruption`` objects on the API server: ``webhook.ports.
     DisruptionOpener``, ``controller.ports.Disruptions`` and ``HoldRecords``, the status writes
     of ``LightkubeWriter``, the node agent's and ``graceguard drain``'s.
 
-    ``cached``: a phase lookup in the controller's informer store (``view.cached_phase``),
-    asked before the API; it answers ``None`` for the names it does not know."""
+    ``cache``: the store of a ``watch`` informer (the controller's view holds one), where
+    ``phase`` looks before it asks the API."""
 
     def __init__(
         self,
         api: lightkube.AsyncClient,
         *,
-        cached: Callable[[str], disruption.Phase | None] | None = None,
+        cache: Mapping[str, DisruptionEntry] | None = None,
     ) -> None:
         self._api = api
-        self._cached = cached
+        self._cache = cache
 
     # ---- creating ----
 
@@ -148,10 +205,9 @@ class DisruptionStore:
 
     async def phase(self, *, request_id: str) -> disruption.Phase | None:
         """Its phase now (``Pending`` when nothing is reported yet); ``None`` when gone."""
-        if self._cached is not None:
-            known = self._cached(request_id)
-            if known is not None:
-                return known
+        cached = self._cache.get(request_id) if self._cache is not None else None
+        if cached is not None and cached.phase is not None:
+            return cached.phase
         found = await self.read(request_id)
         return found.phase if found is not None else None
 

@@ -1,6 +1,6 @@
 """The Kubernetes side of the AWS holds (issue 9), on lightkube: which node an EC2 instance is
-(``spec.providerID``), and a Disruption's phase as the controller's informer knows it (the
-objects themselves are opened, read and written through ``adapters.kube.disruptions``).
+(``spec.providerID``). The Disruption objects themselves, their phase included, are opened, read
+and written through ``adapters.kube.disruptions``.
 
 ``ProviderNodes`` lists the nodes (only their names and provider IDs are kept) and lists again
 on a miss, at most once every ``REFRESH``: a burst of 100 messages lists once, and an instance
@@ -12,13 +12,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-import typing
-from collections.abc import Callable
 
 import lightkube
 
 from graceguard.adapters.kube import resources
-from graceguard.domain import disruption
 from graceguard.manifests import aws_events
 
 log = logging.getLogger(__name__)
@@ -55,24 +52,3 @@ class ProviderNodes:
                 found[instance] = name
         self._by_instance = found
         self._listed = time.monotonic()
-
-
-def cached_phase(
-    store: typing.Mapping[str, typing.Any],
-) -> Callable[[str], disruption.Phase | None]:
-    """A phase lookup in the controller's Disruption informer store (``view.DisruptionEntry``
-    by name): finished ones answer their phase, open ones the phase they report; unknown names
-    answer ``None`` (``DisruptionStore`` then asks the API)."""
-
-    def lookup(name: str) -> disruption.Phase | None:
-        entry = store.get(name)
-        if entry is None:
-            return None
-        if entry.finished is not None:
-            return disruption.Phase.DONE
-        request = entry.request
-        if request is not None and request.status is not None:
-            return typing.cast(disruption.Phase, request.status.phase)
-        return None
-
-    return lookup

@@ -19,12 +19,12 @@ from typing import Any
 
 import lightkube
 
+from graceguard.adapters.kube import disruptions as kube_disruptions
 from graceguard.adapters.kube import resources
 from graceguard.adapters.kube.informer import Informer, RawHook
 from graceguard.domain import annotations as ann
 from graceguard.domain import cluster, disruption, gangs, policy
-from graceguard.manifests import disruptions, objects, pods, policies
-from graceguard.manifests.errors import ManifestError
+from graceguard.manifests import objects, pods, policies
 
 log = logging.getLogger(__name__)
 
@@ -70,41 +70,6 @@ def compact_node(raw: dict[str, Any]) -> cluster.Node:
         labels=_intern_map(dict(node.labels)) or cluster.EMPTY,
         taints=frozenset(sys.intern(t) for t in node.taints),
     )
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class DisruptionEntry:
-    """A ``Disruption`` object as read: exactly one of ``request`` (open), ``finished`` (Done or
-    Cancelled) and ``rejected`` (it cannot be carried out as written) is set."""
-
-    name: str
-    request: disruption.DisruptionRequest | None = None
-    finished: disruptions.Finished | None = None
-    rejected: disruption.Rejected | None = None
-
-
-def disruption_entry(raw: dict[str, Any]) -> DisruptionEntry:
-    """A ``Disruption`` object read; one that cannot be read at all (a malformed object stored
-    before the schema was tightened) is rejected with why, never an error out of the watch."""
-    name = str((raw.get("metadata") or {}).get("name", ""))
-    try:
-        finished = disruptions.finished_from_object(raw)
-    except ManifestError:
-        finished = None
-    if finished is not None:
-        return DisruptionEntry(name, finished=finished)
-    try:
-        return DisruptionEntry(name, request=disruptions.request_from_object(raw))
-    except ManifestError as err:
-        problem = str(err)
-    except (TypeError, ValueError, AttributeError) as err:
-        problem = f"the object cannot be read: {err}"
-    try:
-        status = raw.get("status")
-        reported = disruptions.status_from_object(status) if isinstance(status, dict) else None
-    except (TypeError, ValueError, AttributeError):
-        reported = None
-    return DisruptionEntry(name, rejected=disruption.Rejected(name, problem, reported))
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -201,13 +166,7 @@ class ClusterView:
             changed=self.changed,
             optional=True,
         )
-        self.disruptions = Informer(
-            client=client,
-            resource=resources.Disruption,
-            convert=disruption_entry,
-            changed=self.changed,
-            optional=True,
-        )
+        self.disruptions = kube_disruptions.watch(client, changed=self.changed)
         self._accepted: tuple[str, policy.InForce] | None = None
         """The last policy this process accepted, with the uid of the object it came from."""
 
