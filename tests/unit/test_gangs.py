@@ -122,8 +122,9 @@ def test_no_hold_once_every_members_protection_ended() -> None:
 
 def test_a_drain_waits_for_the_gang_and_evicts_the_members_together() -> None:
     """Node a holds w0 (unprotected) and w1 (2h minimum, 1h left); w2 on node b, 4h minimum
-    (3h left): the drain of a evicts neither before the gang's hold ends, both at the same time,
-    and the ProposedEviction names the gang."""
+    (3h left): the drain of a evicts none of them before the gang's hold ends, then all three
+    in the same round, w2 on node b with them; the ProposedEviction names the gang. Node b is
+    neither cordoned nor held (projection keeps autoscalers off it while the gang is held)."""
     pods = (
         indexed("w0", 0),
         indexed("w1", 1, annotations={ann.MIN_RUNTIME: "2h"}),
@@ -140,7 +141,9 @@ def test_a_drain_waits_for_the_gang_and_evicts_the_members_together() -> None:
         for a in r.actions
         if isinstance(a, act.PostNotice) and a.notice.reason.value == "ProposedEviction"
     }
-    assert proposed == {"w0": NOW + 3 * HOUR, "w1": NOW + 3 * HOUR}
+    assert proposed == {"w0": NOW + 3 * HOUR, "w1": NOW + 3 * HOUR, "w2": NOW + 3 * HOUR}
+    assert [a.node for a in r.actions if isinstance(a, (act.Cordon, act.HoldNode))] == ["a", "a"]
+    assert not [a for a in r.actions if isinstance(a, act.WithdrawNotice)]
     messages = [
         a.notice.message for a in r.actions if isinstance(a, act.PostNotice) and a.pod.name == "w0"
     ]
@@ -160,8 +163,6 @@ def test_a_drain_waits_for_the_gang_and_evicts_the_members_together() -> None:
                 ann.EVICTION_REASON: "drain",
             },
         )
-        if p.node == "a"
-        else p
         for p in pods
     )
     later = reconciler.reconcile(
@@ -171,7 +172,7 @@ def test_a_drain_waits_for_the_gang_and_evicts_the_members_together() -> None:
         now=NOW + 3 * HOUR,
     )
     evicted = {a.pod.name for a in later.actions if isinstance(a, act.Evict)}
-    assert evicted == {"w0", "w1"}  # together, in one round (node b is not being drained)
+    assert evicted == {"w0", "w1", "w2"}  # together, in one round
 
 
 def test_without_a_gang_the_unprotected_worker_goes_at_once() -> None:
@@ -235,3 +236,40 @@ def test_the_webhook_takes_a_members_eviction_over_while_its_gang_is_held() -> N
         pod=pods[0], pol=policy.Policy(takeover=()), now=NOW, source="eviction-api", reader=reader
     )
     assert alone.allowed
+
+
+def test_a_member_is_planned_once_when_both_nodes_are_drained() -> None:
+    pods = (indexed("w0", 0), indexed("w1", 1, node="b"))
+    snap = cluster.Snapshot(nodes=(cluster.Node("a"), cluster.Node("b")), pods=pods)
+    drains = [
+        disruption.DisruptionRequest(
+            f"r-{n}", n, "drain", disruption.DisruptionClass.VOLUNTARY, NOW
+        )
+        for n in ("a", "b")
+    ]
+    r = reconciler.reconcile(snapshot=snap, requests=drains, pol=policy.DEFAULT, now=NOW)
+    told = [a.pod.name for a in r.actions if isinstance(a, act.PostNotice)]
+    assert sorted(told) == ["w0", "w0", "w1", "w1"]  # proposed and scheduled, once each
+
+
+def test_one_members_eviction_taken_over_takes_the_gang() -> None:
+    """A pod disruption (the webhook's takeover of one member's eviction) plans every member:
+    the one beside it on its node and the one on node b."""
+    pods = (indexed("w0", 0), indexed("w1", 1), indexed("w2", 2, node="b"), worker("other"))
+    snap = cluster.Snapshot(nodes=(cluster.Node("a"), cluster.Node("b")), pods=pods)
+    one = disruption.DisruptionRequest(
+        "r0",
+        "a",
+        "eviction-api",
+        disruption.DisruptionClass.VOLUNTARY,
+        NOW,
+        scope=disruption.Scope.POD,
+        pod="ml/w0",
+    )
+    r = reconciler.reconcile(snapshot=snap, requests=[one], pol=policy.DEFAULT, now=NOW)
+    proposed = {
+        a.pod.name
+        for a in r.actions
+        if isinstance(a, act.PostNotice) and a.notice.reason.value == "ProposedEviction"
+    }
+    assert proposed == {"w0", "w1", "w2"}

@@ -9,14 +9,23 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from graceguard.domain import budgets, cluster, policy
+from graceguard.domain import budgets, cluster, gangs, policy
 from graceguard.domain.protection import AnnotationWarning
 
 
 class ClusterIndex:
     """One snapshot under one policy, indexed lazily (read-only once built)."""
 
-    __slots__ = ("_by_node", "_floors", "_nodes", "_pdbs", "_warnings", "pol", "snapshot")
+    __slots__ = (
+        "_by_node",
+        "_floors",
+        "_gangs",
+        "_nodes",
+        "_pdbs",
+        "_warnings",
+        "pol",
+        "snapshot",
+    )
 
     def __init__(self, snapshot: cluster.Snapshot, pol: policy.Policy) -> None:
         self.snapshot = snapshot
@@ -26,6 +35,7 @@ class ClusterIndex:
         self._pdbs: dict[str, list[cluster.PodDisruptionBudget]] | None = None
         self._floors: dict[str, budgets.Floor] | None = None
         self._warnings: dict[str, AnnotationWarning] | None = None
+        self._gangs: dict[str, list[cluster.Pod]] | None = None
 
     @property
     def nodes(self) -> dict[str, cluster.Node]:
@@ -42,6 +52,19 @@ class ClusterIndex:
                     by_node[pod.node].append(pod)
             self._by_node = dict(by_node)
         return self._by_node
+
+    @property
+    def gang_members(self) -> dict[str, list[cluster.Pod]]:
+        """Gang key -> its live members (not finished, not terminating; ``domain.gangs``)."""
+        if self._gangs is None:
+            found: dict[str, list[cluster.Pod]] = defaultdict(list)
+            for pod in self.snapshot.pods:
+                if (pod.labels or pod.annotations) and not pod.finished and not pod.terminating:
+                    gang = gangs.gang_of(pod)
+                    if gang is not None:
+                        found[gang.key].append(pod)
+            self._gangs = dict(found)
+        return self._gangs
 
     @property
     def pdbs_by_namespace(self) -> dict[str, list[cluster.PodDisruptionBudget]]:

@@ -153,12 +153,14 @@ def project(  # noqa: C901 - one loop over every pod, kept inline (it runs per p
     now: dt.datetime,
     *,
     disrupted_nodes: frozenset[str] = frozenset(),
+    disrupted_pods: frozenset[str] = frozenset(),
     deletion_cost: bool = True,
 ) -> ProjectionResult:
     """One pass over every pod: project protection onto the pods that need it, retract it from
     the pods that no longer do, keep their deletion cost in line (``deletion_cost``: the policy's
     ``deletionCost``; ``engine.deletion_cost``), report annotation warnings, and withdraw the
-    notices of pods whose node is no longer being disrupted."""
+    notices of pods whose node is no longer being disrupted (``disrupted_pods``: pods planned with
+    another node's disruption, their gang's)."""
     out: list[act.Action] = []
     wake: dt.datetime | None = None
     protected = 0
@@ -170,8 +172,10 @@ def project(  # noqa: C901 - one loop over every pod, kept inline (it runs per p
     for pod in pods:
         annotations = pod.annotations
         if (
-            pod.notice_stage is not None or blocked_since in annotations
-        ) and pod.node not in disrupted_nodes:
+            (pod.notice_stage is not None or blocked_since in annotations)
+            and pod.node not in disrupted_nodes
+            and (not disrupted_pods or pod.key not in disrupted_pods)
+        ):
             out.append(act.WithdrawNotice(ref(pod)))
         if not annotations and not reader.rules and not by_gang:
             continue

@@ -21,6 +21,7 @@ from graceguard.domain import (
     protection,
     times,
 )
+from graceguard.domain import gangs as gangs_domain
 from graceguard.engine import actions as act
 from graceguard.engine import decision, index, projection
 
@@ -106,21 +107,23 @@ def reconcile(
     plans: list[PodPlan] = []
     wake = _Wake()
     protected = 0
+    by_node: dict[str, list[disruption.DisruptionRequest]] = defaultdict(list)
+    for request in requests:
+        by_node[request.node].append(request)
+    companions = {node: _companions(idx, by_node[node], set(by_node)) for node in by_node}
     if project:
         result = projection.project(
             idx.snapshot.pods,
             reader,
             now,
-            disrupted_nodes=frozenset(r.node for r in requests),
+            disrupted_nodes=frozenset(by_node),
+            disrupted_pods=frozenset(p.key for found in companions.values() for p in found),
             deletion_cost=pol.deletion_cost,
         )
         out.extend(result.actions)
         wake.at_least(result.next_wakeup, now)
         protected = result.protected
     allowances = budgets.Allowances({}, {})
-    by_node: dict[str, list[disruption.DisruptionRequest]] = defaultdict(list)
-    for request in requests:
-        by_node[request.node].append(request)
     for node in sorted(by_node):
         node_actions, node_plans, node_wake = plan_node(
             idx=idx,
@@ -129,6 +132,7 @@ def reconcile(
             now=now,
             reader=reader,
             allowances=allowances,
+            companions=companions[node],
         )
         out.extend(node_actions)
         plans.extend(node_plans)
@@ -148,6 +152,31 @@ def reconcile(
     return Reconciliation(tuple(out), wake.at, tuple(plans), protected)
 
 
+def _companions(
+    idx: index.ClusterIndex,
+    requests: Sequence[disruption.DisruptionRequest],
+    disrupted: set[str],
+) -> list[cluster.Pod]:
+    """The members of the gangs the requests take pods from that the requests do not cover
+    themselves: on nodes no request disrupts, or (for a pod request) beside the pod. A gang goes
+    together (``engine.gangs``), so they are planned with the node's pods."""
+    members = idx.gang_members
+    if not members or not requests:
+        return []
+    node = requests[0].node
+    mine = [p for p in idx.pods_by_node.get(node, ()) if any(r.covers(p) for r in requests)]
+    keys = {g.key for p in mine if (g := gangs_domain.gang_of(p)) is not None}
+    if not keys:
+        return []
+    covered = {p.key for p in mine}
+    return [
+        m
+        for key in sorted(keys)
+        for m in members.get(key, ())
+        if m.key not in covered and not m.daemon and (m.node == node or m.node not in disrupted)
+    ]
+
+
 def plan_node(
     *,
     idx: index.ClusterIndex,
@@ -156,8 +185,10 @@ def plan_node(
     now: dt.datetime,
     reader: projection.ProtectionReader,
     allowances: budgets.Allowances | None = None,
+    companions: Sequence[cluster.Pod] = (),
 ) -> tuple[list[act.Action], list[PodPlan], dt.datetime | None]:
-    """Plan the pods of one node for the requests open on it (the most urgent one leads)."""
+    """Plan the pods of one node for the requests open on it (the most urgent one leads), and
+    the ``companions`` that go with them: the other members of their gangs (``_companions``)."""
     planner = _NodePlanner(
         idx=idx,
         requests=requests,
@@ -165,6 +196,7 @@ def plan_node(
         now=now,
         reader=reader,
         allowances=allowances if allowances is not None else budgets.Allowances({}, {}),
+        companions=companions,
     )
     planner.plan()
     return planner.out, planner.plans, planner.wake.at
@@ -190,8 +222,10 @@ class _NodePlanner:
         now: dt.datetime,
         reader: projection.ProtectionReader,
         allowances: budgets.Allowances,
+        companions: Sequence[cluster.Pod] = (),
     ) -> None:
         self.idx = idx
+        self.companions = companions
         # One request per node is the common case: nothing to order.
         self.requests = sorted(requests, key=_urgency) if len(requests) > 1 else list(requests)
         self.lead = self.requests[0]
@@ -208,7 +242,7 @@ class _NodePlanner:
         self.not_before: dt.datetime | None = None
         self.completed: set[str] = set()
 
-    def plan(self) -> None:
+    def plan(self) -> None:  # noqa: C901 - the stages of a node's drain, in order
         node = self.idx.nodes.get(self.node)
         if node is None and not self._started():
             # A node never seen: nothing to plan; say so (the node may yet join, or the name
@@ -226,6 +260,8 @@ class _NodePlanner:
             # Nothing to protect: the node is gone or NotReady. The ledger records what happens.
             self._complete(live)
             return
+        if self.companions:
+            live = [*live, *self.companions]  # their gangs go with this node's pods
         cordon = next((r for r in self.requests if r.scope is not disruption.Scope.POD), None)
         if cordon is not None and node is not None and not node.unschedulable:
             self.out.append(act.Cordon(self.node, cordon.id))
