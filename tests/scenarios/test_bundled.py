@@ -23,6 +23,7 @@ BUNDLED = sorted(p.stem for p in (pathlib.Path(__file__).parents[2] / "scenarios
 VOLUNTARY = [
     "asg-azrebalance-pgbouncer",
     "cluster-autoscaler-2h-job",
+    "cluster-autoscaler-gang-of-4",
     "cluster-autoscaler-jobs-protected-by-policy",
     "cluster-autoscaler-takeover-unannotated",
     "eks-desired-size-1h-jobs",
@@ -47,6 +48,9 @@ EXPECTED = {
     # with 1h30m30s done. With graceguard the policy's {ownerKind: Job} rule protects it: the
     # autoscaler leaves the node until the job is done.
     "cluster-autoscaler-jobs-protected-by-policy": ((1, 1, 1.508, 0), (0, 0, 0.0, 0)),
+    # The 2 unannotated workers of a gang of 4 on pool-1, evicted at 21:30 with 30 s of grace:
+    # 2 x 1h30m30s lost. With graceguard the coordinator's protection holds the whole gang.
+    "cluster-autoscaler-gang-of-4": ((2, 2, 3.017, 0), (0, 0, 0.0, 0)),
     # Four one-hour jobs with 20, 30, 40, 50 minutes left are killed 15 minutes after EKS evicts.
     "eks-desired-size-1h-jobs": ((4, 4, 2.667, 0), (0, 0, 0.0, 0)),
     # The transcode gets SIGTERM at expiry and 30 s: killed with 40m30s of its 50m done.
@@ -231,3 +235,14 @@ def test_without_its_protect_rule_graceguard_loses_the_job_too(bundled_document:
     o = outcome.outcome(runner.run(scenario.read_scenario(doc, default_name="no-rule")))
     assert (o.guarded.premature, o.guarded.killed) == (1, 1)
     assert o.guarded.work_lost_hours > 1.5
+
+
+def test_without_its_gang_label_graceguard_loses_the_workers_too(bundled_document: Any) -> None:
+    """The workers of ``cluster-autoscaler-gang-of-4`` are saved by their gang, not by the
+    takeover alone: without ``graceguard.io/group`` the two unannotated workers on pool-1 get
+    their notice and go with their own 30 s, their work lost."""
+    doc = dict(bundled_document("cluster-autoscaler-gang-of-4"))
+    doc["pods"] = [{k: v for k, v in pod.items() if k != "labels"} for pod in doc["pods"]]
+    o = outcome.outcome(runner.run(scenario.read_scenario(doc, default_name="no-gang")))
+    assert (o.guarded.premature, o.guarded.killed) == (2, 2)
+    assert o.guarded.work_lost_hours > 3.0
