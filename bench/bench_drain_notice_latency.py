@@ -24,12 +24,13 @@ import pathlib
 import statistics
 import tempfile
 import time
-from typing import Any, cast
+from typing import Any
 
 import lightkube
 from lightkube.resources.core_v1 import Namespace
 
 import kwokbench
+from graceguard.adapters.kube import disruptions as kube_disruptions
 from graceguard.adapters.kube import resources
 from graceguard.domain import disruption
 from graceguard.manifests import disruptions
@@ -161,9 +162,7 @@ async def one_drain(cp: Any, controller: kwokbench.Controller, run: int) -> dict
             requested_at=now,
         )
         t0 = time.monotonic()
-        await kube.create(
-            cast(Any, resources.Disruption.from_dict(disruptions.object_for(request)))
-        )
+        assert await kube_disruptions.DisruptionStore(kube).open_disruption(request)
         try:
             await asyncio.wait_for(seen.done.wait(), TIMEOUT)
         except TimeoutError:
