@@ -273,3 +273,19 @@ def test_one_members_eviction_taken_over_takes_the_gang() -> None:
         if isinstance(a, act.PostNotice) and a.notice.reason.value == "ProposedEviction"
     }
     assert proposed == {"w0", "w1", "w2"}
+
+
+def test_a_replacement_is_not_taken_along_once_the_nodes_members_are_going() -> None:
+    """The node's members already terminating (evicted with the gang): the Job's replacement on
+    node b is no companion of the drain and gets no notice."""
+    pods = (
+        indexed("w0", 0, deleting=True),
+        indexed("w1", 1, deleting=True),
+        indexed("w0-again", 0, node="b"),
+    )
+    snap = cluster.Snapshot(nodes=(cluster.Node("a"), cluster.Node("b")), pods=pods)
+    drain = disruption.DisruptionRequest(
+        "r0", "a", "drain", disruption.DisruptionClass.VOLUNTARY, NOW
+    )
+    r = reconciler.reconcile(snapshot=snap, requests=[drain], pol=policy.DEFAULT, now=NOW)
+    assert not [a for a in r.actions if isinstance(a, act.PostNotice)]

@@ -164,7 +164,11 @@ def _companions(
     if not members or not requests:
         return []
     node = requests[0].node
-    mine = [p for p in idx.pods_by_node.get(node, ()) if any(r.covers(p) for r in requests)]
+    mine = [
+        p
+        for p in idx.pods_by_node.get(node, ())
+        if not p.finished and not p.terminating and any(r.covers(p) for r in requests)
+    ]  # a gang whose pods here are all on their way out has nothing left to take along
     keys = {g.key for p in mine if (g := gangs_domain.gang_of(p)) is not None}
     if not keys:
         return []
