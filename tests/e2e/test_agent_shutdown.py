@@ -14,6 +14,15 @@ keeps the DaemonSet's pod from coming back; the lock is released when the node i
 the deadline. A cancelled shutdown (``PrepareForShutdown(false)``) marks the Disruption
 Cancelled, withdraws the notices (condition removed, ``EvictionWithdrawn`` event) and puts the
 node back in service.
+
+With no controller running, the agent drains its node itself once ``--take-over-after`` (3 s)
+has passed with the Disruption still Pending: the same phases, each pod's own grace, the lock
+released when the node is empty; the counterpart, ``--take-over-after off`` (the agent before
+the take-over), lets the lock go at the deadline with every pod still there. A controller started
+after the take-over leaves the node to its agent: no pod event of its own, each pod told and
+evicted once. (The race of a controller round planned from the Pending version the agent took
+over at that very moment is not timed here: its refused status write and the round's skipped
+notices and evictions are ``tests/unit/test_drainer.py``.)
 """
 
 from __future__ import annotations
@@ -26,7 +35,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -79,7 +88,12 @@ class Agent:
 
 @contextlib.contextmanager
 def running_agent(
-    kubeconfig: pathlib.Path, mock: logindmock.LogindMock, node: str, workdir: pathlib.Path
+    kubeconfig: pathlib.Path,
+    mock: logindmock.LogindMock,
+    node: str,
+    workdir: pathlib.Path,
+    *,
+    extra: tuple[str, ...] = (),
 ) -> Iterator[Agent]:
     health, metrics = controlplane.free_port(), controlplane.free_port()
     log = workdir / "agent.log"
@@ -102,6 +116,9 @@ def running_agent(
                 "127.0.0.1",
                 "--release-margin",
                 "2s",
+                "--identity",
+                AGENT_IDENTITY,
+                *extra,
             ],
             env=gg.env(kubeconfig),
             stdout=out,
@@ -119,6 +136,10 @@ def running_agent(
         yield agent
     finally:
         agent.stop()
+
+
+AGENT_IDENTITY = "gg-agent"
+"""The agent's ``reportingInstance`` on the events it posts."""
 
 
 def _held(kube: Client, node: str) -> tuple[str, str, str] | None:
@@ -166,15 +187,9 @@ def _ready(doc: dict[str, Any]) -> bool:
     return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
 
 
-def test_shutdown_drains_in_phases_and_releases_the_lock(
-    control_plane: controlplane.ControlPlane,
-    kube: Client,
-    namespace: str,
-    kwok_nodes: NodeFactory,
-    controller: gg.Controller,
-    tmp_path: pathlib.Path,
-) -> None:
-    node = gg.node_name(kwok_nodes("a"))
+def _phased_node(kube: Client, namespace: str, node: str) -> tuple[dict[str, int], str]:
+    """Two regular pods, a critical one and a DaemonSet's pod on ``node``: their graces by name,
+    and the DaemonSet pod's name."""
     graces = {"job": 6, "web": 4, "dns": 3}
     run_pod(kube, namespace, pod("job", grace_seconds=graces["job"], node_name=node))
     run_pod(kube, namespace, pod("web", grace_seconds=graces["web"], node_name=node))
@@ -193,6 +208,19 @@ def test_shutdown_drains_in_phases_and_releases_the_lock(
         what="the DaemonSet's pod Running",
     )
     graces[daemon] = 3
+    return graces, daemon
+
+
+def test_shutdown_drains_in_phases_and_releases_the_lock(
+    control_plane: controlplane.ControlPlane,
+    kube: Client,
+    namespace: str,
+    kwok_nodes: NodeFactory,
+    controller: gg.Controller,
+    tmp_path: pathlib.Path,
+) -> None:
+    node = gg.node_name(kwok_nodes("a"))
+    graces, daemon = _phased_node(kube, namespace, node)
     delay = 30
     with (
         logindmock.running_logind(delay=delay) as mock,
@@ -338,6 +366,217 @@ def test_cancelled_shutdown_restores_the_node(
         assert "ShutdownCancelled" in agent.output() or "cancelled" in agent.output()
 
 
+# ---- no controller: the agent drains its node itself ----
+
+
+def _pod_events(kube: Client, namespace: str, names: list[str]) -> list[tuple[str, str, str]]:
+    """(pod, reason, reportingInstance) of every event graceguard (controller or agent) posted on
+    ``names``."""
+    return [
+        (str(e.involvedObject.name), str(e.reason), str(e.reportingInstance or ""))
+        for name in names
+        for e in gg.events(kube, namespace, name)
+        if (e.reportingComponent or "").startswith("graceguard")
+    ]
+
+
+def _shutdown_without_controller(
+    control_plane: controlplane.ControlPlane,
+    kube: Client,
+    namespace: str,
+    node: str,
+    workdir: pathlib.Path,
+    *,
+    delay: int,
+    extra: tuple[str, ...] = (),
+) -> tuple[
+    dict[str, int],
+    str,
+    dt.datetime,
+    tuple[dict[str, dt.datetime], dict[str, dt.datetime], dt.datetime | None],
+    dict[str, dict[str, Any]],
+    str,
+]:
+    """The phased node shut down with no controller: graces, the DaemonSet pod, when the signal
+    went, what ``_follow`` saw, the pods on the node when the lock went, and the agent's log."""
+    assert gg.holder(kube, namespace) is None
+    graces, daemon = _phased_node(kube, namespace, node)
+    with (
+        logindmock.running_logind(delay=delay) as mock,
+        running_agent(control_plane.kubeconfig, mock, node, workdir, extra=extra) as agent,
+    ):
+        wait_until(lambda: _ours(mock), timeout=20, what="the lock")
+        signalled = dt.datetime.now(dt.UTC)
+        mock.prepare_for_shutdown(True)
+        at_release: dict[str, dict[str, Any]] = {}
+
+        def released() -> bool:
+            if _ours(mock):
+                return False
+            at_release.update(_on_node(kube, namespace, node))
+            return True
+
+        followed = _follow(kube, mock, namespace, node, graces, delay, on_release=released)
+        log = agent.output()
+    return graces, daemon, signalled, followed, at_release, log
+
+
+def test_no_controller_the_agent_drains_its_node_in_phases(
+    control_plane: controlplane.ControlPlane,
+    kube: Client,
+    namespace: str,
+    kwok_nodes: NodeFactory,
+    policy: None,
+    tmp_path: pathlib.Path,
+) -> None:
+    """No controller runs: 3 s after it opened the Disruption, still Pending, the agent takes it
+    over (``graceguard.io/drained-by``, a ``DrainTakenOver`` event on the node) and drains the
+    node in its phases, each pod with its own grace; the lock is released once the node is
+    empty, before the deadline; each pod is told and evicted once, by the agent."""
+    node = gg.node_name(kwok_nodes("alone"))
+    delay = 30
+    graces, daemon, signalled, followed, at_release, log = _shutdown_without_controller(
+        control_plane, kube, namespace, node, tmp_path, delay=delay
+    )
+    asked, gone, released = followed
+    _check_phased(
+        kube,
+        node,
+        namespace,
+        graces,
+        daemon,
+        signalled,
+        delay,
+        asked=asked,
+        gone=gone,
+        released=released,
+        recreated=[],
+        log=log,
+    )
+    assert min(asked.values()) - signalled >= dt.timedelta(seconds=3)  # the controller's 3 s
+    (found,) = gg.disruptions(kube, node)
+    assert found["metadata"]["annotations"]["graceguard.io/drained-by"] == (
+        f"graceguard-agent:{node}"
+    )
+    wait_until(lambda: gg.phase(gg.disruptions(kube, node)[0]) == "Done", timeout=10, what="Done")
+    assert "DrainTakenOver" in [r for r, _ in _node_events(kube, node)]
+    events = _pod_events(kube, namespace, list(graces))
+    for name in graces:
+        mine = [r for n, r, _ in events if n == name]
+        assert mine.count("Evicted") == 1, (name, mine)
+        assert mine.count("ProposedEviction") <= 1 and mine.count("ScheduledEviction") <= 1
+    assert {i for _, _, i in events} == {AGENT_IDENTITY}, events
+    assert not [
+        n for n, d in at_release.items() if n in graces and d["status"]["phase"] != "Failed"
+    ]
+
+
+def test_without_the_take_over_the_lock_goes_with_every_pod_still_there(
+    control_plane: controlplane.ControlPlane,
+    kube: Client,
+    namespace: str,
+    kwok_nodes: NodeFactory,
+    policy: None,
+    tmp_path: pathlib.Path,
+) -> None:
+    """The counterpart (``--take-over-after off``, the agent before it could drain): the
+    Disruption stays Pending, nobody drains, and the lock is released at the deadline less the
+    margin with every pod still running: the OS then kills them all."""
+    node = gg.node_name(kwok_nodes("lost"))
+    delay = 8
+    graces, _, signalled, followed, at_release, log = _shutdown_without_controller(
+        control_plane,
+        kube,
+        namespace,
+        node,
+        tmp_path,
+        delay=delay,
+        extra=("--take-over-after", "off"),
+    )
+    asked, _, released = followed
+    assert released is not None, log
+    assert released - signalled >= dt.timedelta(seconds=delay - 2 - 1), (released, signalled)
+    assert asked == {}, asked
+    running = [
+        n
+        for n, d in at_release.items()
+        if n in graces and d["metadata"].get("deletionTimestamp") is None
+    ]
+    assert sorted(running) == sorted(graces), at_release.keys()
+    assert f"with {len(graces)} pods still stopping" in log
+    (found,) = gg.disruptions(kube, node)
+    assert gg.phase(found) in (None, "Pending"), found
+
+
+def test_a_controller_started_late_leaves_the_node_to_its_agent(
+    control_plane: controlplane.ControlPlane,
+    kube: Client,
+    namespace: str,
+    kwok_nodes: NodeFactory,
+    policy: None,
+    ledger: str,
+    tmp_path: pathlib.Path,
+) -> None:
+    """The agent took the drain over; a controller then starts and leads while the regular pods
+    are still stopping and the critical phase is yet to come. It posts nothing on the node's
+    pods and writes nothing to the Disruption: each pod is told and evicted once, by the agent,
+    in its phase, and the drain ends Done."""
+    node = gg.node_name(kwok_nodes("late"))
+    graces = {"job": 10, "web": 10, "dns": 3}
+    run_pod(kube, namespace, pod("job", grace_seconds=graces["job"], node_name=node))
+    run_pod(kube, namespace, pod("web", grace_seconds=graces["web"], node_name=node))
+    run_pod(kube, namespace, _critical_pod("dns", node=node, grace=graces["dns"]))
+    delay = 40
+    late: gg.Controller | None = None
+    try:
+        with (
+            logindmock.running_logind(delay=delay) as mock,
+            running_agent(control_plane.kubeconfig, mock, node, tmp_path) as agent,
+        ):
+            wait_until(lambda: _ours(mock), timeout=20, what="the lock")
+            signalled = dt.datetime.now(dt.UTC)
+            mock.prepare_for_shutdown(True)
+            wait_until(
+                lambda: any(
+                    (d["metadata"].get("annotations") or {}).get("graceguard.io/drained-by")
+                    for d in gg.disruptions(kube, node)
+                ),
+                timeout=15,
+                what="the agent's take-over",
+            )
+            late = gg.start_controller(
+                control_plane.kubeconfig,
+                name="gg-late",
+                workdir=tmp_path,
+                ledger=ledger,
+                lease_namespace=namespace,
+            )
+            wait_until(lambda: gg.holder(kube, namespace) == "gg-late", timeout=30, what="lead")
+            led = dt.datetime.now(dt.UTC)
+            asked, gone, released = _follow(kube, mock, namespace, node, graces, delay)
+            log = agent.output()
+        controller_log = late.output()
+    finally:
+        if late is not None:
+            late.stop()
+    for name in graces:
+        print(f"{name}: asked {asked.get(name)}, gone {gone.get(name)}")
+    print(f"signalled {signalled}, controller leads {led}, lock released {released}")
+    assert set(gone) == set(graces), (asked, gone, log)
+    assert led < asked["dns"], "the controller led only after the last phase began"
+    assert asked["dns"] >= max(gone["job"], gone["web"]) - dt.timedelta(seconds=0.5)
+    for name, grace in graces.items():
+        assert gone[name] - asked[name] >= dt.timedelta(seconds=grace - 1), (name, asked, gone)
+    events = _pod_events(kube, namespace, list(graces))
+    for name in graces:
+        mine = [r for n, r, _ in events if n == name]
+        assert mine.count("Evicted") == 1, (name, mine)
+        assert mine.count("ProposedEviction") <= 1 and mine.count("ScheduledEviction") <= 1
+    assert {i for _, _, i in events} == {AGENT_IDENTITY}, (events, controller_log[-2000:])
+    wait_until(lambda: gg.phase(gg.disruptions(kube, node)[0]) == "Done", timeout=10, what="Done")
+    assert released is not None and "the node is empty" in log
+
+
 # ---- the bundled OS-shutdown story (scenarios/os-shutdown-critical-logging.yaml) ----
 
 STORY = gg.REPO / "scenarios" / "os-shutdown-critical-logging.yaml"
@@ -460,9 +699,11 @@ def _follow(
     graces: dict[str, int],
     delay: int,
     others: list[str] | None = None,
+    on_release: Callable[[], bool] | None = None,
 ) -> tuple[dict[str, dt.datetime], dict[str, dt.datetime], dt.datetime | None]:
     """When each pod was asked to stop and was gone, and when the lock went; ``others`` gets,
-    at each look, the names of the node's pods not in ``graces``."""
+    at each look, the names of the node's pods not in ``graces``; ``on_release`` (instead of a
+    look at the lock) says whether it went, and may look at the node then."""
     asked: dict[str, dt.datetime] = {}
     gone: dict[str, dt.datetime] = {}
     released: dt.datetime | None = None
@@ -479,7 +720,7 @@ def _follow(
                 gone[name] = now
         if others is not None:
             others += [n for n in present if n not in graces]
-        if released is None and not _ours(mock):
+        if released is None and (on_release() if on_release else not _ours(mock)):
             released = now
         time.sleep(0.2)
     return asked, gone, released

@@ -56,6 +56,13 @@ class RecordedCluster:
     async def cancel_disruption(self, *, request_id: str, at: dt.datetime, message: str) -> None:
         self.phases[request_id] = disruption.Phase.CANCELLED
 
+    async def disruption_state(self, request_id: str) -> ports.DisruptionState | None:
+        phase = self.phases.get(request_id)
+        return ports.DisruptionState(phase, "1", "") if phase is not None else None
+
+    async def take_over(self, *, request_id: str, drainer: str, read_version: str) -> bool:
+        return False  # no drain is given to these agents: never asked
+
     async def pods_on_node(self, node: str) -> Sequence[cluster.Pod]:
         return list(self.pods)
 

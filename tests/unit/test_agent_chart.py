@@ -17,10 +17,16 @@ from graceguard.domain import disruption
 from .test_chart_render import one, permissions, rendered
 
 AGENT_RULES = {
-    ("graceguard.io", "disruptions"): {"create", "get", "list", "watch"},
+    ("graceguard.io", "disruptions"): {"create", "get", "list", "watch", "patch"},
     ("graceguard.io", "disruptions/status"): {"patch"},
     ("graceguard.io", "disruptionpolicies"): {"get"},
-    ("", "pods"): {"list"},
+    ("", "pods"): {"list", "patch", "delete"},
+    ("", "pods/status"): {"patch"},
+    ("", "pods/eviction"): {"create"},
+    ("policy", "poddisruptionbudgets"): {"list"},
+    ("apps", "deployments"): {"list"},
+    ("apps", "statefulsets"): {"list"},
+    ("apps", "replicasets"): {"list"},
     ("", "nodes"): {"get", "patch"},
     ("", "nodes/status"): {"patch"},
     ("", "events"): {"create"},
@@ -69,6 +75,7 @@ def test_the_args_are_what_graceguard_agent_accepts(docs: list[dict[str, Any]]) 
         params = ctx.params
     assert params["imds"] is True
     assert params["release_margin"] == "2s"
+    assert params["take_over_after"] == "3s"
     assert (params["metrics_port"], params["health_port"]) == (8090, 8091)
 
 
@@ -83,3 +90,16 @@ def test_rbac_is_exactly_what_the_agent_uses(docs: list[dict[str, Any]]) -> None
     (subject,) = binding["subjects"]
     ds = one(docs, "DaemonSet")
     assert subject["name"] == ds["spec"]["template"]["spec"]["serviceAccountName"]
+
+
+def test_the_webhook_admits_the_agents_own_drain(docs: list[dict[str, Any]]) -> None:
+    """An agent that drains its node with no controller leading evicts protected pods at their
+    last moment before the shutdown: the webhook must not refuse it as it refuses others."""
+    (container,) = one(docs, "Deployment", "graceguard-webhook")["spec"]["template"]["spec"][
+        "containers"
+    ]
+    args = container["args"]
+    trusted = [args[i + 1] for i, a in enumerate(args) if a == "--trusted-user"]
+    ds = one(docs, "DaemonSet")
+    agent = ds["spec"]["template"]["spec"]["serviceAccountName"]
+    assert f"system:serviceaccount:{ds['metadata']['namespace']}:{agent}" in trusted

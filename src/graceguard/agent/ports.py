@@ -67,6 +67,36 @@ class NodeState:
     """It carries the agent's shutdown taint already."""
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class DisruptionState:
+    """A ``Disruption`` as read now, for the agent's take-over."""
+
+    phase: disruption.Phase
+    version: str
+    """``metadata.resourceVersion``: a take-over is written over this version only."""
+    drained_by: str
+    """The node agent that took its drain over; empty: none did."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class DrainRound:
+    """One round of the agent's own drain of its node."""
+
+    next_wakeup: dt.datetime | None
+    """When the engine asks to plan again (a notice, an eviction time); ``None``: on change."""
+    open_requests: int
+    """The node's Disruptions still open (not Done or Cancelled) when the round read them."""
+
+
+class NodeDrain(Protocol):
+    """The drain of the agent's own node, carried out by the agent when no controller began it:
+    the engine's plan for that node and the controller's executor, over fresh reads of the node
+    (``processes.agent`` wires it; ``engine.reconciler`` plans only a node the caller drains)."""
+
+    async def round(self, *, now: dt.datetime) -> DrainRound:
+        """Read the node, plan it and carry the plan out."""
+
+
 class NodeCluster(Protocol):
     """The Kubernetes API, as far as one node's agent needs it."""
 
@@ -75,6 +105,13 @@ class NodeCluster(Protocol):
 
     async def disruption_phase(self, request_id: str) -> disruption.Phase | None:
         """The phase its status reports (``Pending`` when none yet); ``None`` when it is gone."""
+
+    async def disruption_state(self, request_id: str) -> DisruptionState | None:
+        """Its phase, version and drainer now; ``None`` when it is gone."""
+
+    async def take_over(self, *, request_id: str, drainer: str, read_version: str) -> bool:
+        """Mark it drained by ``drainer`` (``graceguard.io/drained-by``), only over
+        ``read_version``; ``False`` when it changed since (or is gone)."""
 
     async def cancel_disruption(self, *, request_id: str, at: dt.datetime, message: str) -> None:
         """Its status says ``Cancelled`` at ``at``, with ``message``."""

@@ -51,6 +51,8 @@ class NodeAgent:
         requested_by: str = "",
         backoff_first: float = BACKOFF_FIRST,
         backoff_max: float = BACKOFF_MAX,
+        drain: ports.NodeDrain | None = None,
+        take_over_after: dt.timedelta = shutdown.TAKE_OVER_AFTER,
     ) -> None:
         self.node = node
         self._logind = logind
@@ -71,6 +73,8 @@ class NodeAgent:
             release_lock=self._release,
             margin=margin,
             requested_by=requested_by or f"graceguard-agent:{node}",
+            drain=drain,
+            take_over_after=take_over_after,
         )
 
     # -- logind ---------------------------------------------------------------------------------

@@ -1,12 +1,21 @@
 """One node shutdown as the agent carries it: an imminent whole-node ``Disruption`` opened for the
-node (the controller's engine runs the phased drain: regular pods first, critical and DaemonSet
-pods last, each with its own grace before the deadline), the node tainted so that evicted
-DaemonSet pods do not come back, and the lock released when the node is empty of the pods the
-request covers, or ``margin`` before the deadline, never after it. A cancelled shutdown marks the
-Disruption ``Cancelled`` (the controller then withdraws the notices), untaints and uncordons the
-node (when the agent found it schedulable) and says so in an event.
+node (drained in priority phases: regular pods first, critical and DaemonSet pods last, each with
+its own grace before the deadline), the node tainted so that evicted DaemonSet pods do not come
+back, and the lock released when the node is empty of the pods the request covers, or ``margin``
+before the deadline, never after it. A cancelled shutdown marks the Disruption ``Cancelled`` (the
+controller then withdraws the notices), untaints and uncordons the node (when the agent found it
+schedulable) and says so in an event.
 
-The agent never evicts a pod itself: one controller, one drain.
+Who drains: the controller, when it begins within ``take_over_after`` (its status leaves
+``Pending``); otherwise the agent takes the drain over and runs it itself (``ports.NodeDrain``:
+the same engine and executor, planning this node only). A node that is shutting down cannot wait
+for a controller elsewhere: the leader may run on this very node, or be down, and a failover eats
+the delay. One drain, never two: the take-over is written on the Disruption
+(``graceguard.io/drained-by``) only over the Pending version the agent read, so it fails if a
+controller began meanwhile; a controller round planned from that Pending version has its status
+write refused for the same reason, and the executor then carries out none of that round's
+notices or evictions for it; from then on the controller's engine leaves a node its agent drains
+(``disruption.drainer``) until the deadline.
 """
 
 from __future__ import annotations
@@ -28,6 +37,14 @@ T = TypeVar("T")
 
 POLL = 0.5
 """Seconds between looks at the node's pods while a shutdown drains it."""
+TAKE_OVER_AFTER = dt.timedelta(seconds=3)
+"""How long the agent lets a controller begin the drain before it runs the drain itself. A
+leading controller sees a new Disruption through its watch and writes ``Draining`` in its next
+round, within a second here (event, 0.1 s debounce, round); 3 s leaves it room on a loaded
+machine, and is what a shutdown with no controller loses of logind's delay (5 s by default: raise
+``InhibitDelayMaxSec=`` as ``needs`` warns)."""
+ROUND_EVERY = 1.0
+"""Seconds between the agent's own drain rounds at most (sooner when the engine asks)."""
 RESTORE_WATCH = dt.timedelta(seconds=15)
 """How long after a cancel the agent checks that the node stays in service: a controller round
 planned before the cancel may still cordon it once, and the controller never uncordons. (The
@@ -43,6 +60,8 @@ class Shutdown:
     found: ports.NodeState
     released: bool = False
     task: asyncio.Task[None] | None = None
+    drain_task: asyncio.Task[None] | None = None
+    drained_by_agent: bool = False
 
 
 class Shutdowns:
@@ -57,7 +76,14 @@ class Shutdowns:
         release_lock: Callable[[str], None],
         margin: dt.timedelta,
         requested_by: str,
+        drain: ports.NodeDrain | None = None,
+        take_over_after: dt.timedelta = TAKE_OVER_AFTER,
     ) -> None:
+        """``drain``: the agent's own drain of the node (``None``: it never takes over, the old
+        behaviour, for tests that show the loss). ``requested_by`` also names the agent as the
+        Disruption's drainer."""
+        self._drain = drain
+        self._take_over_after = take_over_after
         self.node = node
         self._cluster = cluster
         self._clock = clock
@@ -125,8 +151,89 @@ class Shutdowns:
             times.format_time(deadline),
             times.format_time(shutdown.release_at),
         )
-        shutdown.task = asyncio.get_running_loop().create_task(self._watch(shutdown))
+        loop = asyncio.get_running_loop()
+        shutdown.task = loop.create_task(self._watch(shutdown))
+        if self._drain is not None:
+            shutdown.drain_task = loop.create_task(self._take_over(shutdown, self._drain))
         return request
+
+    async def _take_over(self, shutdown: Shutdown, drain: ports.NodeDrain) -> None:
+        """Run the drain if no controller began it within ``take_over_after``."""
+        request = shutdown.request
+        await asyncio.sleep(max(self._take_over_after.total_seconds(), 0.0))
+        me = self._requested_by
+        while True:
+            state = await self._retry(
+                f"read Disruption {request.id}",
+                functools.partial(self._cluster.disruption_state, request.id),
+                until=shutdown.release_at,
+            )
+            if state is None or state.phase.finished:
+                return
+            if state.drained_by and state.drained_by != me:
+                log.info("Disruption %s is drained by %s", request.id, state.drained_by)
+                return
+            if state.drained_by == me:
+                break  # taken over before a restart of this agent
+            if state.phase is not disruption.Phase.PENDING:
+                log.info(
+                    "the controller began draining %s (Disruption %s is %s): it carries it out",
+                    self.node,
+                    request.id,
+                    state.phase.value,
+                )
+                return
+            taken = await self._retry(
+                f"take Disruption {request.id} over",
+                functools.partial(
+                    self._cluster.take_over,
+                    request_id=request.id,
+                    drainer=me,
+                    read_version=state.version,
+                ),
+                until=shutdown.release_at,
+            )
+            if taken is None:
+                return
+            if taken:
+                break
+        shutdown.drained_by_agent = True
+        metrics.SHUTDOWNS.labels(source=request.source, outcome="taken-over").inc()
+        message = (
+            f"no controller began the drain of {self.node} within "
+            f"{self._take_over_after.total_seconds():g}s: the agent drains it itself "
+            f"(Disruption {request.id}, deadline {times.format_time(shutdown.release_at)} "
+            "less the release margin)"
+        )
+        log.warning("%s", message)
+        await self._retry(
+            "post the take-over event",
+            lambda: self._cluster.node_event(
+                node=self.node, reason="DrainTakenOver", message=message, warning=True
+            ),
+            attempts=3,
+        )
+        await self._run_drain(shutdown, drain)
+
+    async def _run_drain(self, shutdown: Shutdown, drain: ports.NodeDrain) -> None:
+        """Rounds until the node's Disruptions are finished, the shutdown is cancelled or its
+        deadline passes (the node goes down; the controller, if any, carries on after it)."""
+        deadline = shutdown.request.deadline or shutdown.release_at
+        while self.current is shutdown and self._clock() < deadline:
+            now = self._clock()
+            try:
+                done = await drain.round(now=now)
+            except Exception as err:  # the API away: the next round tries again
+                log.warning("drain round on %s failed: %s", self.node, err)
+                await asyncio.sleep(API_RETRY)
+                continue
+            if done.open_requests == 0:
+                log.info("the drain of %s is done", self.node)
+                return
+            wait = ROUND_EVERY
+            if done.next_wakeup is not None:
+                wait = min(wait, (done.next_wakeup - self._clock()).total_seconds())
+            await asyncio.sleep(max(wait, 0.05))
 
     async def _open(
         self,
@@ -209,8 +316,9 @@ class Shutdowns:
         if shutdown is None:
             log.info("%s with no shutdown under way on %s: nothing to cancel", why, self.node)
             return False
-        if shutdown.task is not None:
-            shutdown.task.cancel()
+        for task in (shutdown.task, shutdown.drain_task):
+            if task is not None:
+                task.cancel()
         request = shutdown.request
         message = f"cancelled: {why}; notices are withdrawn and the node is in service again"
         await self._retry(

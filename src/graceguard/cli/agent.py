@@ -53,6 +53,15 @@ def agent(
             "still stopping (it is released at once when the node is empty).",
         ),
     ] = "2s",
+    take_over_after: Annotated[
+        str,
+        typer.Option(
+            help="When the OS shuts down and no controller has begun the node's drain this long "
+            "after the agent opened its Disruption, the agent drains the node itself, with the "
+            "same engine (never both: see the README's node agent section). 'off': only a "
+            "controller drains.",
+        ),
+    ] = "3s",
     identity: Annotated[
         str | None, typer.Option(envvar="POD_NAME", help="This agent's name in events.")
     ] = None,
@@ -67,7 +76,8 @@ def agent(
     it in the node condition GracefulShutdownHeld (and /metrics). When the OS shuts down or
     reboots (logind's PrepareForShutdown), it opens an imminent whole-node Disruption
     (kubectl get gdis) with the deadline logind allows (InhibitDelayMaxUSec); the controller
-    evicts regular pods first, critical and DaemonSet pods last, each with its own grace. The
+    evicts regular pods first, critical and DaemonSet pods last, each with its own grace, or,
+    when no controller has begun within --take-over-after, the agent itself does. The
     lock is released when the node is empty, or --release-margin before the deadline. A
     cancelled shutdown cancels the Disruption and puts the node back in service.
 
@@ -80,6 +90,7 @@ def agent(
         options.check_dns_subdomain(options.named("node", "--node", "NODE_NAME"), node)
         options.check_identity(options.named("identity", "--identity", "POD_NAME"), identity)
         margin = _margin(release_margin)
+        take_over = _take_over_after(take_over_after)
         if bus_address is not None:
             _check_bus(
                 options.named("bus_address", "--bus-address", "DBUS_SYSTEM_BUS_ADDRESS"),
@@ -101,6 +112,7 @@ def agent(
             bus_address=bus_address,
             imds_endpoint=imds_endpoint if imds else None,
             margin=margin,
+            take_over_after=take_over,
             identity=identity or supervisor.default_identity(),
             metrics_port=metrics_port,
             health_port=health_port,
@@ -124,6 +136,25 @@ def _margin(text: str) -> dt.timedelta:
             f"got {options.shown(text)}"
         )
     return margin
+
+
+TAKE_OVER_MAX = dt.timedelta(minutes=1)
+"""A shutdown waits for a controller no longer than this: logind's delay is seconds to minutes."""
+
+
+def _take_over_after(text: str) -> dt.timedelta | None:
+    if text == "off":
+        return None
+    try:
+        after = durations.parse_duration(text)
+    except durations.DurationError as err:
+        raise files.InputError(f"--take-over-after: {err} (or off)") from None
+    if not dt.timedelta(0) <= after <= TAKE_OVER_MAX:
+        raise files.InputError(
+            f"--take-over-after: expected 0s to {durations.format_duration(TAKE_OVER_MAX)} or "
+            f"off, got {options.shown(text)}"
+        )
+    return after
 
 
 def _check_bus(option: str, address: str) -> None:

@@ -7,8 +7,9 @@ action is right; it only words the events and chooses the calls to the ports.
 
 A ``Disruption``'s status is written only over the version the round read (``run``'s
 ``versions``): when the API refuses because someone changed the object meanwhile (cancelled it,
-completed it), the write is skipped, logged, and never retried over the change; the next round
-plans from what the object says now.
+completed it, a node agent took its drain over), the write is skipped, logged, and never retried
+over the change, and so are the round's notices and evictions for that Disruption, planned from
+what it said before; the next round plans from what the object says now.
 """
 
 from __future__ import annotations
@@ -31,6 +32,9 @@ REFUSAL_BACKOFF = dt.timedelta(seconds=10)
 """After the API refuses an eviction the engine planned, wait this long before asking again."""
 SKIPPED = "skipped: changed since read"
 """An outcome's detail when a Disruption's status write was refused: the object had changed."""
+STALE = "skipped: its Disruption changed since read"
+"""An outcome's detail for a pod action of a Disruption whose status write in the same round was
+refused (``SKIPPED``): it was planned from what the object said before the change."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -101,6 +105,11 @@ class Executor:
                 heartbeats.append(i)
             else:
                 outcomes[i] = await self._attempt(action, now, read)
+        stale = {
+            o.action.request_id
+            for o in outcomes
+            if o is not None and o.detail == SKIPPED and hasattr(o.action, "request_id")
+        }
         # A heartbeat writes status.hold.lastHeartbeat, a new version of its Disruption: after
         # the round's status writes, which are conditioned on the version read.
         for i in heartbeats:
@@ -110,6 +119,9 @@ class Executor:
         async def one_pod(indexes: list[int]) -> None:
             async with gate:
                 for i in indexes:
+                    if getattr(ordered[i], "request_id", None) in stale:
+                        outcomes[i] = Outcome(ordered[i], True, STALE)
+                        continue
                     outcomes[i] = await self._attempt(ordered[i], now, read)
 
         await asyncio.gather(*(one_pod(indexes) for indexes in per_pod.values()))

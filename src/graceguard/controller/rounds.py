@@ -82,9 +82,15 @@ class Round:
         view: ports.RoundView,
         executor: ex.Executor,
         observe: Callable[[Done], None] | None = None,
+        drainer: str = disruption.CONTROLLER,
+        project: bool = True,
     ) -> None:
         """``observe``: called with each round carried out, before its writes are waited for
-        (the controller's metrics)."""
+        (the controller's metrics). ``drainer`` and ``project``: ``reconciler.reconcile``'s (a
+        node agent draining its own node plans that node only and projects nothing: the
+        controller's protection projection stays the controller's)."""
+        self._drainer = drainer
+        self._project = project
         self._view = view
         self._executor = executor
         self._observe = observe
@@ -126,6 +132,8 @@ class Round:
             reader=self.reader(shown.pol),
             finished=shown.finished,
             rejected=shown.rejected,
+            drainer=self._drainer,
+            project=self._project,
         )
 
     async def carry_out(self, shown: Shown, result: reconciler.Reconciliation) -> Done:
@@ -139,7 +147,7 @@ class Round:
         done = Done(shown, result, outcomes)
         if self._observe is not None:
             self._observe(done)
-        written = {written_key(o.action) for o in outcomes if o.ok}
+        written = {written_key(o.action) for o in outcomes if o.ok and o.detail != ex.STALE}
         await self._view.settle({k: v for k, v in before.items() if k in written})
         return done
 

@@ -38,6 +38,9 @@ autoscaler does not delete the node while graceguard drains it (a pod in its own
 period looks gone to the autoscaler); removed, with exactly that annotation, when it is done."""
 BLOCKED_SINCE = "graceguard.io/blocked-since"
 """When a planned eviction was first refused by a budget: the start of the ``pdbMaxWait`` clock."""
+DRAINED_BY = "graceguard.io/drained-by"
+"""On a ``Disruption``: the node agent that took its node's drain over when no controller had
+begun it (``disruption.drainer``)."""
 DELETION_COST_AT = "graceguard.io/deletion-cost-at"
 """When graceguard last set ``pod-deletion-cost`` on the pod: its writes of the cost are bounded
 from it (``engine.deletion_cost.LOWER_AFTER``)."""

@@ -13,6 +13,7 @@ import dataclasses
 import datetime as dt
 import enum
 import re
+from collections.abc import Iterable
 
 from graceguard.domain import cluster
 
@@ -180,6 +181,9 @@ class DisruptionRequest:
     status: DisruptionStatus | None = dataclasses.field(default=None, compare=False)
     """What its object's status says now (``None``: nothing reported yet); the engine reports a
     new status only when it differs."""
+    drained_by: str = dataclasses.field(default="", compare=False)
+    """The node agent that took the drain of its node over (``graceguard.io/drained-by`` on the
+    object), or empty: the controller carries it out (``drainer``)."""
 
     def __post_init__(self) -> None:
         if (self.scope is Scope.POD) != (self.pod is not None):
@@ -200,3 +204,23 @@ class DisruptionRequest:
         """The instant the node goes regardless: the deadline, or the hold's cap."""
         candidates = [d for d in (self.deadline, self.hold.cap if self.hold else None) if d]
         return min(candidates) if candidates else None
+
+
+CONTROLLER = ""
+"""``drainer``'s answer when the controller carries a node's drain out."""
+
+
+def drainer(requests: Iterable[DisruptionRequest], *, now: dt.datetime) -> str:
+    """Who carries out the drain of a node with ``requests`` open on it: the node agent that took
+    one of them over (its ``drained_by``) while that request's deadline has not passed, or
+    ``CONTROLLER``. A node agent takes over only a Disruption nobody had begun (its phase still
+    Pending, a write conditioned on the version it read), so no controller round ever planned
+    from it; past the deadline the node has shut down and the controller carries on with what
+    is left."""
+    for request in requests:
+        if not request.drained_by:
+            continue
+        deadline = request.effective_deadline
+        if deadline is None or now < deadline:
+            return request.drained_by
+    return CONTROLLER

@@ -96,10 +96,15 @@ def reconcile(
     project: bool = True,
     finished: Sequence[tuple[str, dt.datetime]] = (),
     rejected: Sequence[disruption.Rejected] = (),
+    drainer: str = disruption.CONTROLLER,
 ) -> Reconciliation:
     """Plan every request and (with ``project``) protection across the cluster; report the
     ``rejected`` requests' problems in their status; delete ``finished`` ones (id, when they
-    finished) kept for longer than the policy's ``disruptionTTL``."""
+    finished) kept for longer than the policy's ``disruptionTTL``.
+
+    Only the nodes whose drain ``drainer`` carries out are planned (``disruption.drainer``): the
+    controller (the default) leaves a node whose agent took its drain over, and an agent plans
+    its own node only once it took it over. A node left so keeps its requests' hold."""
     idx = snapshot if isinstance(snapshot, index.ClusterIndex) else index.build(snapshot, pol)
     reader = reader or projection.ProtectionReader.of(pol)
     reader.hold_gangs(idx.snapshot.pods, now)  # a gang's members go together (engine.gangs)
@@ -124,7 +129,9 @@ def reconcile(
         wake.at_least(result.next_wakeup, now)
         protected = result.protected
     allowances = budgets.Allowances({}, {})
-    for node in sorted(by_node):
+    for node in sorted(
+        n for n, rs in by_node.items() if disruption.drainer(rs, now=now) == drainer
+    ):
         node_actions, node_plans, node_wake = plan_node(
             idx=idx,
             requests=by_node[node],

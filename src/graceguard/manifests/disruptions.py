@@ -20,6 +20,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from graceguard.domain import annotations as ann
 from graceguard.domain import disruption, durations, times
 from graceguard.manifests.errors import ManifestError
 
@@ -151,7 +152,23 @@ def request_from_object(doc: object) -> disruption.DisruptionRequest:
         reason=_text(spec, "reason"),
         requested_by=_text(spec, "requestedBy"),
         status=status_from_object(status),
+        drained_by=drained_by(meta),
     )
+
+
+def drained_by(meta: Mapping[str, Any]) -> str:
+    """The node agent a Disruption's ``metadata`` names as its drainer (empty: none)."""
+    annotations = meta.get("annotations")
+    if not isinstance(annotations, Mapping):
+        return ""
+    value = annotations.get(ann.DRAINED_BY)
+    return value if isinstance(value, str) else ""
+
+
+def take_over_patch(*, drainer: str, read_version: str) -> dict[str, Any]:
+    """The merge patch by which node agent ``drainer`` takes a Disruption's drain over: applied
+    by the API server only to the object at ``read_version`` (the Pending one it read)."""
+    return {"metadata": {"resourceVersion": read_version, "annotations": {ann.DRAINED_BY: drainer}}}
 
 
 def _hold(

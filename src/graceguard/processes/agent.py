@@ -1,5 +1,7 @@
 """The node agent's composition root: logind over D-Bus, the Kubernetes API for its node and
-Disruptions, optionally instance metadata, wired into ``agent.service.NodeAgent``; probes and
+Disruptions, its own drain of the node (the controller's round and executor over
+``node_view.NodeView``, when no controller begins it), optionally instance metadata, wired into
+``agent.service.NodeAgent``; probes and
 metrics served over HTTP. ``/healthz`` answers whatever logind does (an agent without logind
 still reports why); ``/readyz`` once the first status is known.
 
@@ -14,8 +16,9 @@ import pathlib
 from graceguard.adapters import imds as imds_adapter
 from graceguard.adapters import logind, probes
 from graceguard.adapters.kube import client as kube_client
-from graceguard.adapters.kube import node_agent
-from graceguard.agent import imds, metrics, service
+from graceguard.adapters.kube import node_agent, node_view, writer
+from graceguard.agent import imds, metrics, service, shutdown
+from graceguard.controller import executor
 from graceguard.processes import supervisor
 
 
@@ -30,22 +33,41 @@ async def run(
     bus_address: str | None,
     imds_endpoint: str | None,
     margin: dt.timedelta,
+    take_over_after: dt.timedelta | None,
     identity: str,
     metrics_port: int,
     health_port: int,
     probe_host: str,
 ) -> None:
     """Run the agent until a task fails (or it is cancelled). ``KubeError`` when the kubeconfig
-    cannot be loaded."""
+    cannot be loaded. ``take_over_after``: how long a controller has to begin a shutdown's drain
+    before the agent runs it itself (``None``: never, the agent only opens the Disruption)."""
     client = kube_client.connect(kubeconfig)
     cluster = node_agent.KubeNodeCluster(client, instance=identity)
+    drainer = f"graceguard-agent:{node}"
+    drain = (
+        node_view.NodeDrain(
+            node_view=node_view.NodeView(client, node=node),
+            executor=executor.Executor(
+                cluster=writer.LightkubeWriter(
+                    client, instance=identity, component=f"graceguard.io/{node_agent.COMPONENT}"
+                )
+            ),
+            policies=cluster,
+            drainer=drainer,
+        )
+        if take_over_after is not None
+        else None
+    )
     agent = service.NodeAgent(
         node=node,
         logind=logind.DbusLogind(address=bus_address),
         cluster=cluster,
         clock=_clock,
         margin=margin,
-        requested_by=f"graceguard-agent:{node}",
+        requested_by=drainer,
+        drain=drain,
+        take_over_after=take_over_after or shutdown.TAKE_OVER_AFTER,
     )
     tasks: dict[str, supervisor.Task] = {"logind": agent.run, "needs": agent.watch_needs}
     if imds_endpoint is not None:

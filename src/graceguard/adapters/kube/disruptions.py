@@ -58,6 +58,8 @@ class Stored:
     """``metadata.resourceVersion``."""
     status: disruption.DisruptionStatus | None
     """``None``: none reported yet (or one this graceguard cannot read)."""
+    drained_by: str = ""
+    """The node agent that took its drain over (``graceguard.io/drained-by``); empty: none."""
 
     @property
     def phase(self) -> disruption.Phase:
@@ -190,6 +192,7 @@ class DisruptionStore:
             name=name,
             version=str(meta.get("resourceVersion") or ""),
             status=disruptions.status_from_object(doc.get("status") or {}),
+            drained_by=disruptions.drained_by(meta),
         )
 
     async def request(self, name: str) -> disruption.DisruptionRequest | None:
@@ -262,6 +265,21 @@ class DisruptionStore:
                 return ports.StatusWrite.GONE
             raise
         return ports.StatusWrite.WRITTEN
+
+    async def take_over(self, *, request_id: str, drainer: str, read_version: str) -> bool:
+        """Node agent ``drainer`` takes the drain over (``graceguard.io/drained-by``), applied
+        only to the object at ``read_version``; ``False`` when it changed since (a controller
+        began it) or is gone."""
+        body = disruptions.take_over_patch(drainer=drainer, read_version=read_version)
+        try:
+            await self._api.patch(
+                resources.Disruption, request_id, body, patch_type=PatchType.MERGE
+            )
+        except ApiError as err:
+            if err.status.code in (404, 409):
+                return False
+            raise
+        return True
 
     async def cancel(self, *, request_id: str, at: dt.datetime, message: str) -> None:
         """Mark it ``Cancelled`` over the version read: one already finished (``Done``: the

@@ -47,6 +47,17 @@ class KubeNodeCluster:
     async def disruption_phase(self, request_id: str) -> disruption.Phase | None:
         return await self._disruptions.phase(request_id=request_id)
 
+    async def disruption_state(self, request_id: str) -> ports.DisruptionState | None:
+        stored = await self._disruptions.read(request_id)
+        if stored is None:
+            return None
+        return ports.DisruptionState(stored.phase, stored.version, stored.drained_by)
+
+    async def take_over(self, *, request_id: str, drainer: str, read_version: str) -> bool:
+        return await self._disruptions.take_over(
+            request_id=request_id, drainer=drainer, read_version=read_version
+        )
+
     async def cancel_disruption(self, *, request_id: str, at: dt.datetime, message: str) -> None:
         """Mark it ``Cancelled`` over the version read, as the controller writes its status
         (``DisruptionStore.cancel``: a finished one keeps its phase, one gone is fine)."""

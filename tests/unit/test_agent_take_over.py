@@ -1,0 +1,216 @@
+"""The node agent's take-over (``agent.shutdown``): when no controller begins a shutdown's drain
+within ``take_over_after``, the agent marks the Disruption drained by itself, over the Pending
+version it read, and runs the drain rounds (``ports.NodeDrain``) until the node's Disruptions
+are finished; a controller that began first (its status left Pending), or that wins the race
+between the agent's read and its write, keeps the drain; a cancelled shutdown stops the rounds.
+Kubernetes is an in-memory ``NodeCluster`` keeping a version per Disruption, as the API server's
+``resourceVersion`` precondition does.
+
+The engine's and the executor's side: ``test_drainer.py``; on the real control plane:
+``tests/e2e/test_agent_shutdown.py``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import datetime as dt
+from collections.abc import Callable, Sequence
+
+from graceguard.agent import ports, shutdown
+from graceguard.domain import cluster, disruption
+
+NODE = "n1"
+ME = "graceguard-agent:n1"
+AFTER = dt.timedelta(seconds=0.2)
+
+
+@dataclasses.dataclass
+class Stored:
+    phase: disruption.Phase = disruption.Phase.PENDING
+    version: int = 1
+    drained_by: str = ""
+
+
+@dataclasses.dataclass
+class Cluster:
+    """``ports.NodeCluster`` in memory; ``before_take_over`` runs between the agent's read and
+    its conditional write (a controller writing Draining just then)."""
+
+    stored: dict[str, Stored] = dataclasses.field(default_factory=dict)
+    events: list[str] = dataclasses.field(default_factory=list)
+    pods: list[cluster.Pod] = dataclasses.field(default_factory=list)
+    before_take_over: Callable[[], None] | None = None
+    take_overs: list[bool] = dataclasses.field(default_factory=list)
+
+    async def open_disruption(self, request: disruption.DisruptionRequest) -> bool:
+        self.stored[request.id] = Stored()
+        return True
+
+    async def disruption_phase(self, request_id: str) -> disruption.Phase | None:
+        return self.stored[request_id].phase
+
+    async def disruption_state(self, request_id: str) -> ports.DisruptionState | None:
+        s = self.stored.get(request_id)
+        return ports.DisruptionState(s.phase, str(s.version), s.drained_by) if s else None
+
+    async def take_over(self, *, request_id: str, drainer: str, read_version: str) -> bool:
+        if self.before_take_over is not None:
+            self.before_take_over()
+        s = self.stored[request_id]
+        ok = str(s.version) == read_version
+        if ok:
+            s.drained_by, s.version = drainer, s.version + 1
+        self.take_overs.append(ok)
+        return ok
+
+    def begin_by_controller(self, request_id: str) -> None:
+        s = self.stored[request_id]
+        s.phase, s.version = disruption.Phase.DRAINING, s.version + 1
+
+    async def cancel_disruption(self, *, request_id: str, at: dt.datetime, message: str) -> None:
+        self.stored[request_id].phase = disruption.Phase.CANCELLED
+
+    async def pods_on_node(self, node: str) -> Sequence[cluster.Pod]:
+        return list(self.pods)
+
+    async def node_state(self, node: str) -> ports.NodeState:
+        return ports.NodeState(False, False)
+
+    async def hold_node(self, *, node: str, taint: bool, schedulable: bool | None) -> None:
+        return None
+
+    async def set_condition(self, *, node: str, status: bool, reason: str, message: str) -> None:
+        return None
+
+    async def node_event(self, *, node: str, reason: str, message: str, warning: bool) -> None:
+        self.events.append(reason)
+
+
+@dataclasses.dataclass
+class Drain:
+    """``ports.NodeDrain``: counts its rounds; the Disruption is done after ``rounds_to_done``."""
+
+    kube: Cluster
+    rounds_to_done: int = 3
+    rounds: int = 0
+
+    async def round(self, *, now: dt.datetime) -> ports.DrainRound:
+        self.rounds += 1
+        open_ = [s for s in self.kube.stored.values() if not s.phase.finished]
+        for s in open_:
+            assert s.drained_by == ME  # rounds only once taken over
+        if self.rounds >= self.rounds_to_done:
+            for s in open_:
+                s.phase = disruption.Phase.DONE
+        return ports.DrainRound(now + dt.timedelta(seconds=0.05), len(open_))
+
+
+def _shutdowns(kube: Cluster, drain: Drain | None) -> shutdown.Shutdowns:
+    return shutdown.Shutdowns(
+        node=NODE,
+        cluster=kube,
+        clock=lambda: dt.datetime.now(dt.UTC),
+        release_lock=lambda why: None,
+        margin=dt.timedelta(seconds=1),
+        requested_by=ME,
+        drain=drain,
+        take_over_after=AFTER,
+    )
+
+
+async def _begin(s: shutdown.Shutdowns) -> disruption.DisruptionRequest:
+    return await s.begin(
+        source="os-shutdown",
+        deadline=dt.datetime.now(dt.UTC) + dt.timedelta(seconds=30),
+        reason="test",
+    )
+
+
+async def _settle(s: shutdown.Shutdowns) -> None:
+    current = s.current
+    assert current is not None and current.drain_task is not None
+    await asyncio.wait_for(current.drain_task, timeout=10)
+
+
+def test_no_controller_the_agent_takes_over_and_drains_until_done() -> None:
+    async def go() -> tuple[Cluster, Drain]:
+        kube = Cluster()
+        drain = Drain(kube)
+        s = _shutdowns(kube, drain)
+        request = await _begin(s)
+        await asyncio.sleep(AFTER.total_seconds() / 2)
+        assert drain.rounds == 0  # the controller's few seconds first
+        await _settle(s)
+        assert kube.stored[request.id].drained_by == ME
+        return kube, drain
+
+    kube, drain = asyncio.run(go())
+    assert drain.rounds == 4  # three rounds, then one that finds the Disruption Done
+    assert kube.take_overs == [True]
+    assert kube.events == ["DrainTakenOver"]
+
+
+def test_a_controller_that_began_keeps_the_drain() -> None:
+    async def go() -> tuple[Cluster, Drain]:
+        kube = Cluster()
+        drain = Drain(kube)
+        s = _shutdowns(kube, drain)
+        request = await _begin(s)
+        kube.begin_by_controller(request.id)
+        await _settle(s)
+        return kube, drain
+
+    kube, drain = asyncio.run(go())
+    assert drain.rounds == 0
+    assert kube.take_overs == []
+    assert all(s.drained_by == "" for s in kube.stored.values())
+
+
+def test_a_controller_that_begins_between_read_and_write_keeps_the_drain() -> None:
+    async def go() -> tuple[Cluster, Drain]:
+        kube = Cluster()
+        drain = Drain(kube)
+        s = _shutdowns(kube, drain)
+        request = await _begin(s)
+        kube.before_take_over = lambda: kube.begin_by_controller(request.id)
+        await _settle(s)
+        return kube, drain
+
+    kube, drain = asyncio.run(go())
+    assert kube.take_overs == [False]
+    assert drain.rounds == 0
+    assert kube.events == []
+
+
+def test_cancel_stops_the_agents_drain() -> None:
+    async def go() -> Drain:
+        kube = Cluster()
+        drain = Drain(kube, rounds_to_done=10_000)
+        s = _shutdowns(kube, drain)
+        await _begin(s)
+        await asyncio.sleep(AFTER.total_seconds() + 0.3)
+        assert drain.rounds > 0
+        await s.cancel(why="test")
+        rounds = drain.rounds
+        await asyncio.sleep(0.3)
+        assert drain.rounds == rounds
+        return drain
+
+    asyncio.run(go())
+
+
+def test_without_a_drain_the_agent_never_takes_over() -> None:
+    """``--take-over-after off``: the agent only opens the Disruption (the old behaviour)."""
+
+    async def go() -> Cluster:
+        kube = Cluster()
+        s = _shutdowns(kube, None)
+        await _begin(s)
+        assert s.current is not None and s.current.drain_task is None
+        await asyncio.sleep(AFTER.total_seconds() * 2)
+        return kube
+
+    kube = asyncio.run(go())
+    assert kube.take_overs == []
+    assert all(s.phase is disruption.Phase.PENDING for s in kube.stored.values())
