@@ -235,6 +235,26 @@ class DisruptionStore:
             raise
         return sorted(found, key=lambda r: (r.requested_at, r.id))
 
+    async def open_with_versions(self, node: str) -> list[tuple[disruption.DisruptionRequest, str]]:
+        """Every Disruption open on ``node`` (any scope; not Done or Cancelled, readable), with
+        its ``resourceVersion``: what a node agent that drains its node plans from."""
+        found: list[tuple[disruption.DisruptionRequest, str]] = []
+        try:
+            async for obj in self._api.list(
+                resources.Disruption,
+                labels={disruptions.NODE_LABEL: disruptions.label_value(node)},
+            ):
+                doc = _doc(obj)
+                read = entry(doc)
+                if read.request is not None and read.request.node == node:
+                    version = str((doc.get("metadata") or {}).get("resourceVersion") or "")
+                    found.append((read.request, version))
+        except ApiError as err:
+            if err.status.code == 404:
+                raise client.KubeError(NO_CRD) from None
+            raise
+        return found
+
     async def _get(self, name: str) -> dict[str, Any] | None:
         try:
             return _doc(await self._api.get(resources.Disruption, name))

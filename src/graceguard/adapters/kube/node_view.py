@@ -4,9 +4,9 @@ cluster would load the API server for a drain that happens once per shutdown).
 
 ``refresh`` reads, before each round: the node, the pods bound to it, and in the namespaces of
 those pods every pod, budget and workload (a workload floor counts the healthy replicas on every
-node; a budget's status is the disruption controller's), and the node's Disruptions (by the
-``graceguard.io/node`` label). Each object is parsed as ``adapters.kube.view`` parses it for the
-controller, so the engine plans the node from the same values. List reads are served from etcd
+node; a budget's status is the disruption controller's), and the node's open Disruptions
+(through ``disruptions.DisruptionStore``). Each object is parsed as the controller's view parses
+it, so the engine plans the node from the same values. List reads are served from etcd
 (no resourceVersion given), so a refresh sees every write before it: ``settle`` has nothing to
 wait for.
 """
@@ -22,12 +22,13 @@ from typing import Any
 
 import lightkube
 
+from graceguard.adapters.kube import disruptions as kube_disruptions
 from graceguard.adapters.kube import resources, view
 from graceguard.agent import ports as agent_ports
 from graceguard.controller import executor as ex
 from graceguard.controller import rounds
 from graceguard.domain import cluster, disruption
-from graceguard.manifests import disruptions, objects
+from graceguard.manifests import objects
 from graceguard.manifests.errors import ManifestError
 
 
@@ -41,6 +42,7 @@ class _Read:
 class NodeView:
     def __init__(self, client: lightkube.AsyncClient, *, node: str) -> None:
         self._client = client
+        self._disruptions = kube_disruptions.DisruptionStore(client)
         self.node = node
         self._read = _Read(cluster.Snapshot(), (), {})
 
@@ -81,15 +83,9 @@ class NodeView:
                 pod = dataclasses.replace(pod, workload=owner)  # noqa: PLW2901
             owned.append(pod)
         requests = []
-        async for raw in self._client.list(
-            resources.Disruption,
-            labels={disruptions.NODE_LABEL: disruptions.label_value(self.node)},
-        ):
-            doc = _doc(raw)
-            entry = view.disruption_entry(doc)
-            if entry.request is not None and entry.request.node == self.node:
-                requests.append(entry.request)
-                versions[f"disruption:{entry.name}"] = _version(doc)
+        for request, version in await self._disruptions.open_with_versions(self.node):
+            requests.append(request)
+            versions[f"disruption:{request.id}"] = version
         self._read = _Read(
             cluster.Snapshot(
                 nodes=(view.compact_node(node_doc),),
