@@ -41,6 +41,13 @@ ROWS: dict[str, tuple[list[str], dict[str, str], str, str]] = {
     "margin not a duration": (["--release-margin", "soon"], {}, "--release-margin", "soon"),
     "margin negative": (["--release-margin", "-1s"], {}, "--release-margin", ""),
     "margin too long": (["--release-margin", "1h"], {}, "--release-margin", "0s to 10m"),
+    "take-over not a duration": (
+        ["--take-over-after", "later"],
+        {},
+        "--take-over-after",
+        "later",
+    ),
+    "take-over too long": (["--take-over-after", "5m"], {}, "--take-over-after", "0s to 1m"),
     "bus address a path": (
         ["--bus-address", "/run/dbus/system_bus_socket"],
         {},

@@ -5,16 +5,20 @@ accepts, and exactly the permissions it uses. Off by default."""
 
 from __future__ import annotations
 
+import pathlib
 from typing import Any
 
 import pytest
 import typer.core
 import typer.main
+import yaml
 
 from graceguard.cli.main import app
 from graceguard.domain import disruption
 
 from .test_chart_render import one, permissions, rendered
+
+CHART = pathlib.Path(__file__).resolve().parents[2] / "deploy" / "helm" / "graceguard"
 
 AGENT_RULES = {
     ("graceguard.io", "disruptions"): {"create", "get", "list", "watch", "patch"},
@@ -53,9 +57,13 @@ def test_pods_carry_the_labels_a_shutdown_leaves(docs: list[dict[str, Any]]) -> 
 
 
 def test_system_bus_socket_mounted(docs: list[dict[str, Any]]) -> None:
+    """The host's socket (``agent.hostBusSocket``: the default /run/dbus/system_bus_socket, set
+    to another path in ``ci/agent-values.yaml``) mounted where the agent looks for it."""
     spec = one(docs, "DaemonSet")["spec"]["template"]["spec"]
     (volume,) = spec["volumes"]
-    assert volume["hostPath"] == {"path": "/run/dbus/system_bus_socket", "type": "Socket"}
+    assert volume["hostPath"] == {"path": "/run/gg-test/system_bus_socket", "type": "Socket"}
+    defaults = yaml.safe_load((CHART / "values.yaml").read_text())
+    assert defaults["agent"]["hostBusSocket"] == "/run/dbus/system_bus_socket"
     (container,) = spec["containers"]
     assert container["volumeMounts"] == [
         {"name": volume["name"], "mountPath": "/run/dbus/system_bus_socket"}
