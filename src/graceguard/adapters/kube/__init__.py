@@ -19,10 +19,11 @@
 - ``lease``: leader election on a Lease; ``state_map``: a ConfigMap's data as the
   controller's ``KeyValues`` (window evictions and the notify outbox a new leader reads);
   ``node_agent``: what one node's agent reads and writes; ``node_view``: its node read afresh
-  for the drain it runs itself when no controller does (``agent.ports.NodeDrain``); ``audit_read``: what ``graceguard
-  audit`` reads; ``cleanup``: what ``graceguard uninstall-cleanup`` takes back from pods and
-  nodes; ``webhook_config``: the webhook arming its own ValidatingWebhookConfiguration;
-  ``controller_lease``: whether a controller leads, for the webhook.
+  for the drain it runs itself when no controller does (``agent.ports.NodeDrain``);
+  ``audit_read``: what ``graceguard audit`` reads; ``cleanup``: what ``graceguard
+  uninstall-cleanup`` takes back from pods and nodes; ``webhook_config``: the webhook arming its
+  own ValidatingWebhookConfiguration; ``controller_lease``: whether a controller leads, for the
+  webhook.
 
 graceguard keeps its own informers rather than kopf's watch handlers: after a relist it must
 drop objects deleted while the watch was down, it must know each object's resourceVersion to
