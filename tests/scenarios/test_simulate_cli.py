@@ -226,7 +226,7 @@ def test_rows_that_rely_on_parts_not_built_are_marked() -> None:
     assert marked.pop("cluster-autoscaler-takeover-unannotated") == []
     # tests/e2e/test_protect_rules.py: the policy's rule, the webhook and the controller
     assert marked.pop("cluster-autoscaler-jobs-protected-by-policy") == []
-    # the gang's hold, projection, the drain of its members together (tests/unit/test_gangs.py)
+    # tests/e2e/test_gangs.py: the gang's hold, projection, the drain of its members together
     assert marked.pop("cluster-autoscaler-gang-of-4") == []
     assert marked.pop("os-shutdown-critical-logging") == []  # tests/e2e/test_agent_shutdown.py
     for aws in (  # tests/e2e/test_aws_story.py
