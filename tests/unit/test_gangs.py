@@ -70,9 +70,11 @@ def indexed(name: str, index: int, **kw: object) -> cluster.Pod:
 def test_the_gang_a_pod_belongs_to(pod: cluster.Pod, key: str) -> None:
     gang = gangs.gang_of(pod)
     assert gang is not None and gang.key == key
+    assert gangs.maybe_in_gang(pod)  # the cheap test the scans run first lets it through
 
 
 def test_pods_that_form_no_gang() -> None:
+    assert not gangs.maybe_in_gang(worker("p", labels={"app": "web"}))
     assert gangs.gang_of(worker("p")) is None
     # a NonIndexed Job's pod carries the job name but no completion index
     assert gangs.gang_of(worker("p", labels={gangs.JOB_NAME: "train"})) is None

@@ -40,6 +40,18 @@ LABELS = (GROUP, JOBSET, KUEUE, COSCHEDULING)
 """The gang labels, in the order they are looked for."""
 ANNOTATIONS = frozenset({VOLCANO})
 """The gang annotations (the Kubernetes view keeps them on its compact pods)."""
+LABEL_KEYS = frozenset({*LABELS, JOB_INDEX})
+"""A pod carrying none of these labels (and no gang annotation) is in no gang."""
+
+
+def maybe_in_gang(pod: cluster.Pod) -> bool:
+    """The cheap test before ``gang_of``: whether ``pod`` carries any gang label or annotation.
+    Callers that scan every pod inline it (``engine.gangs.holds``)."""
+    labels, annotations = pod.labels, pod.annotations
+    return bool(
+        (labels and not labels.keys().isdisjoint(LABEL_KEYS))
+        or (annotations and not annotations.keys().isdisjoint(ANNOTATIONS))
+    )
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -64,7 +76,7 @@ class Gang:
 def gang_of(pod: cluster.Pod) -> Gang | None:
     """The gang ``pod`` belongs to, if any."""
     labels = pod.labels
-    if labels:
+    if labels and not labels.keys().isdisjoint(LABEL_KEYS):  # most pods: one C-level check
         for key in LABELS:
             value = labels.get(key)
             if value:

@@ -433,11 +433,11 @@ class FactsBuilder:
         healthy: dict[str, int] = defaultdict(int)
         counted: set[str] = set()
         members: dict[str, list[cluster.Pod]] = defaultdict(list)
-        gang_of = domain_gangs.gang_of
+        gang_of, maybe_in_gang = domain_gangs.gang_of, domain_gangs.maybe_in_gang
         running = cluster.PodPhase.RUNNING
         for start in range(0, len(pods), chunk):
             for pod in pods[start : start + chunk]:
-                if pod.labels or pod.annotations:
+                if maybe_in_gang(pod):
                     gang = gang_of(pod)
                     if gang is not None:
                         members[gang.key].append(pod)

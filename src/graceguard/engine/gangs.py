@@ -36,11 +36,16 @@ def holds(
     """Gang key -> its hold, for every gang with a live member protected after ``now``
     (``own_until``: a pod's own protection end, ``None`` when it has none)."""
     found: dict[str, Hold] = {}
+    gang_of, label_keys, annotation_keys = gangs.gang_of, gangs.LABEL_KEYS, gangs.ANNOTATIONS
     for pod in pods:
-        if pod.finished or pod.terminating:
+        # gangs.maybe_in_gang, inlined: this loop runs over every pod of the cluster per round.
+        labels, annotations = pod.labels, pod.annotations
+        if (not labels or labels.keys().isdisjoint(label_keys)) and (
+            not annotations or annotations.keys().isdisjoint(annotation_keys)
+        ):
             continue
-        gang = gangs.gang_of(pod)
-        if gang is None:
+        gang = gang_of(pod)
+        if gang is None or pod.finished or pod.terminating:
             continue
         until = own_until(pod)
         if until is None or until <= now:

@@ -58,11 +58,11 @@ class ClusterIndex:
         """Gang key -> its live members (not finished, not terminating; ``domain.gangs``)."""
         if self._gangs is None:
             found: dict[str, list[cluster.Pod]] = defaultdict(list)
+            gang_of, maybe = gangs.gang_of, gangs.maybe_in_gang
             for pod in self.snapshot.pods:
-                if (pod.labels or pod.annotations) and not pod.finished and not pod.terminating:
-                    gang = gangs.gang_of(pod)
-                    if gang is not None:
-                        found[gang.key].append(pod)
+                gang = gang_of(pod) if maybe(pod) else None
+                if gang is not None and not pod.finished and not pod.terminating:
+                    found[gang.key].append(pod)
             self._gangs = dict(found)
         return self._gangs
 
