@@ -91,14 +91,13 @@ def _clock() -> dt.datetime:
 
 
 def _agent(m: logindmock.LogindMock, kube: RecordedCluster, **kw: object) -> service.NodeAgent:
+    options: dict[str, object] = {"backoff_first": 0.2, "backoff_max": 0.5, **kw}
     return service.NodeAgent(
         node=NODE,
         logind=logind.DbusLogind(address=m.address),
         cluster=kube,
         clock=_clock,
-        backoff_first=0.2,
-        backoff_max=0.5,
-        **kw,  # type: ignore[arg-type]
+        **options,  # type: ignore[arg-type]
     )
 
 
@@ -203,6 +202,55 @@ async def test_bus_drop_and_return_retakes_the_lock(mock: logindmock.LogindMock)
         assert reasons[0] == "LockHeld" and "LockHeld" in reasons[2:]
     finally:
         task.cancel()
+
+
+RETAKE_BOUND = 3.0
+"""Seconds from the restarted logind's name on the bus to our new lock in its list."""
+
+
+async def test_logind_restart_retakes_the_lock_at_once(mock: logindmock.LogindMock) -> None:
+    """logind restarts on the same bus (``NameOwnerChanged`` on ``org.freedesktop.login1``): the
+    new one holds none of the old one's locks. The agent takes a new delay lock within
+    ``RETAKE_BOUND`` of logind's return; the bus never dropped, so no reconnect backoff is
+    involved. The counterpart: a lock taken through the same adapter by nobody who watches the
+    name (what the agent did before) is gone from the restarted logind's list and stays gone."""
+    kube = RecordedCluster()
+    agent = _agent(mock, kube, backoff_first=30.0, backoff_max=30.0)
+    task = asyncio.create_task(agent.run())
+    bystander = await logind.DbusLogind(address=mock.address).connect()
+    try:
+        await _until(lambda: agent.status is not None and agent.status.lock_held, "the lock")
+        unwatched = await bystander.inhibit(why="nobody watches logind's name")
+        assert len(_ours(await _inhibitors(mock))) == 2
+        await asyncio.to_thread(mock.stop_logind)
+        await _until(
+            lambda: agent.status is not None and agent.status.reason == "LogindRestarting",
+            "logind's leaving reported",
+        )
+        assert agent.status is not None and not agent.status.lock_held
+        await asyncio.to_thread(mock.start_logind)
+        back = asyncio.get_running_loop().time()
+        found: list[tuple[str, str, str, str]] = []
+        while asyncio.get_running_loop().time() - back < RETAKE_BOUND:
+            found = _ours(await _inhibitors(mock))
+            if found:
+                break
+            await asyncio.sleep(0.1)
+        took = asyncio.get_running_loop().time() - back
+        print(f"new lock listed {took:.2f}s after logind was back")
+        assert [(w, m) for w, _, why, m in found] == [("shutdown", "delay")], found
+        assert found[0][2] == service.WHY  # the agent's, not the bystander's
+        assert unwatched.held  # its descriptor is open, and logind knows nothing of it
+        await asyncio.sleep(1.0)
+        assert [i[2] for i in _ours(await _inhibitors(mock))] == [service.WHY]
+        await _until(
+            lambda: agent.status is not None and agent.status.reason == "LockHeld", "LockHeld"
+        )
+        assert not task.done()
+        unwatched.release()
+    finally:
+        task.cancel()
+        await bystander.close()
 
 
 async def test_logind_missing_clear_status_no_crash(caplog: pytest.LogCaptureFixture) -> None:

@@ -1,6 +1,9 @@
 """``agent.ports.Logind`` over D-Bus with dbus-fast: systemd-logind's inhibitor locks and its
 ``PrepareForShutdown`` signal on the system bus.
 
+logind's bus name changing owner (``NameOwnerChanged``: logind stopped, crashed or restarted)
+is a signal too: a new logind holds none of the old one's locks.
+
 A lock is the file descriptor ``Inhibit`` returns (the bus passes it, so the connection
 negotiates Unix fd passing): logind counts the lock as long as the descriptor is open anywhere,
 so ``_Lock`` keeps it and closes it on ``release``. The system bus is the one
@@ -27,6 +30,7 @@ log = logging.getLogger(__name__)
 BUS_NAME = "org.freedesktop.login1"
 PATH = "/org/freedesktop/login1"
 MANAGER = "org.freedesktop.login1.Manager"
+BUS_INTERFACE = "org.freedesktop.DBus"
 CALL_TIMEOUT = 10.0
 WHO = "graceguard"
 
@@ -48,18 +52,29 @@ class _Lock:
 class _Connection:
     def __init__(self, bus: MessageBus) -> None:
         self._bus = bus
-        self._signals: asyncio.Queue[bool | None] = asyncio.Queue()
+        self._signals: asyncio.Queue[ports.LogindSignal | None] = asyncio.Queue()
         bus.add_message_handler(self._on_message)
         asyncio.get_running_loop().create_task(self._watch_disconnect())
 
     def _on_message(self, msg: Message) -> None:
-        if (
-            msg.message_type == MessageType.SIGNAL
-            and msg.interface == MANAGER
-            and msg.member == "PrepareForShutdown"
-            and msg.body
+        if msg.message_type != MessageType.SIGNAL or not msg.body:
+            return
+        if msg.interface == MANAGER and msg.member == "PrepareForShutdown":
+            active = bool(msg.body[0])
+            self._signals.put_nowait(
+                ports.LogindSignal.SHUTDOWN if active else ports.LogindSignal.CANCELLED
+            )
+        elif (
+            msg.interface == BUS_INTERFACE
+            and msg.member == "NameOwnerChanged"
+            and msg.body[0] == BUS_NAME
+            and len(msg.body) == 3
         ):
-            self._signals.put_nowait(bool(msg.body[0]))
+            # A new owner is a logind that knows none of our locks; none: it is gone.
+            back = bool(msg.body[2])
+            self._signals.put_nowait(
+                ports.LogindSignal.LOGIND_BACK if back else ports.LogindSignal.LOGIND_LEFT
+            )
 
     async def _watch_disconnect(self) -> None:
         try:
@@ -104,15 +119,20 @@ class _Connection:
         return reply
 
     async def subscribe(self) -> None:
-        rule = f"type='signal',interface='{MANAGER}',member='PrepareForShutdown',path='{PATH}'"
-        await self._call(
-            "AddMatch",
-            "s",
-            [rule],
-            interface="org.freedesktop.DBus",
-            destination="org.freedesktop.DBus",
-            path="/org/freedesktop/DBus",
+        rules = (
+            f"type='signal',interface='{MANAGER}',member='PrepareForShutdown',path='{PATH}'",
+            f"type='signal',sender='{BUS_INTERFACE}',interface='{BUS_INTERFACE}',"
+            f"member='NameOwnerChanged',arg0='{BUS_NAME}'",
         )
+        for rule in rules:
+            await self._call(
+                "AddMatch",
+                "s",
+                [rule],
+                interface=BUS_INTERFACE,
+                destination=BUS_INTERFACE,
+                path="/org/freedesktop/DBus",
+            )
 
     async def inhibit_delay_max(self) -> dt.timedelta:
         reply = await self._call(
@@ -149,12 +169,12 @@ class _Connection:
                 os.close(fd)
         return _Lock(keep)
 
-    async def prepare_for_shutdown(self) -> AsyncIterator[bool]:
+    async def signals(self) -> AsyncIterator[ports.LogindSignal]:
         while True:
-            active = await self._signals.get()
-            if active is None:
+            signal = await self._signals.get()
+            if signal is None:
                 return
-            yield active
+            yield signal
 
     async def close(self) -> None:
         if self._bus.connected:

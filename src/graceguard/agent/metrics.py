@@ -44,3 +44,9 @@ IMDS_NOTICES = prom.Counter(
     ["kind"],
     registry=REGISTRY,
 )
+LOGIND_RESTARTS = prom.Counter(
+    "graceguard_agent_logind_restarts",
+    "logind's bus name changing owner: event=left (its locks gone), event=back (lock taken again).",
+    ["event"],
+    registry=REGISTRY,
+)

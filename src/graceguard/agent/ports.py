@@ -32,6 +32,19 @@ class InhibitorLock(Protocol):
         """Close the descriptor: logind lets the shutdown go on (idempotent)."""
 
 
+class LogindSignal(enum.StrEnum):
+    SHUTDOWN = "shutdown"
+    """``PrepareForShutdown(true)``: a shutdown or reboot begins."""
+    CANCELLED = "cancelled"
+    """``PrepareForShutdown(false)``: it was called off."""
+    LOGIND_LEFT = "logind-left"
+    """``org.freedesktop.login1`` lost its owner (logind stopped or crashed): every inhibitor
+    lock it held is gone with it."""
+    LOGIND_BACK = "logind-back"
+    """``org.freedesktop.login1`` has a new owner (logind restarted): it holds no lock of
+    ours."""
+
+
 class LogindConnection(Protocol):
     """One connection to logind on the system bus; unusable once the bus drops."""
 
@@ -46,9 +59,8 @@ class LogindConnection(Protocol):
     async def inhibit(self, *, why: str) -> InhibitorLock:
         """``Inhibit("shutdown", "graceguard", why, "delay")``."""
 
-    def prepare_for_shutdown(self) -> AsyncIterator[bool]:
-        """Each ``PrepareForShutdown`` signal's argument (``True``: a shutdown or reboot begins;
-        ``False``: it was cancelled), until the bus drops (then the iteration ends)."""
+    def signals(self) -> AsyncIterator[LogindSignal]:
+        """What logind says, in order, until the bus drops (then the iteration ends)."""
 
     async def close(self) -> None: ...
 

@@ -3,10 +3,12 @@
 
 ``run`` keeps a connection to logind: connect, read ``InhibitDelayMaxUSec``, take the lock,
 report it (node condition ``GracefulShutdownHeld``, metrics, ``status``), then follow the
-signals. When logind is absent or the bus drops, the status says so and the agent reconnects
-with a growing backoff and takes the lock again (the old descriptor is closed only once a new
-lock is held). ``check_needs`` compares logind's delay with what the node's pods need and warns
-(event on the node, log line, metric) naming the logind setting to raise.
+signals. logind restarting (its bus name changes owner) loses every inhibitor: the agent takes
+the lock again as soon as the new logind owns the name. When logind is absent or the bus drops,
+the status says so and the agent reconnects with a growing backoff and takes the lock again
+(the old descriptor is closed only once a new lock is held). ``check_needs`` compares logind's
+delay with what the node's pods need and warns (event on the node, log line, metric) naming the
+logind setting to raise.
 """
 
 from __future__ import annotations
@@ -122,7 +124,7 @@ class NodeAgent:
     async def _session(self, connection: ports.LogindConnection) -> None:
         self.delay = await connection.inhibit_delay_max()
         metrics.DELAY_MAX.set(self.delay.total_seconds())
-        signals = connection.prepare_for_shutdown()
+        signals = connection.signals()
         if self.shutdowns.wants_lock:
             await self._take(connection)
         await self._report(self._held_status())
@@ -132,8 +134,49 @@ class NodeAgent:
             # of the delay is left is unknown, so the whole of it is assumed.
             log.warning("logind is already preparing a shutdown of %s: draining now", self.node)
             await self._on_signal(True, connection)
-        async for active in signals:
-            await self._on_signal(active, connection)
+        async for signal in signals:
+            if signal is ports.LogindSignal.LOGIND_LEFT:
+                await self._logind_left()
+            elif signal is ports.LogindSignal.LOGIND_BACK:
+                await self._logind_back(connection)
+            else:
+                await self._on_signal(signal is ports.LogindSignal.SHUTDOWN, connection)
+
+    async def _logind_left(self) -> None:
+        """logind stopped: its locks went with it, ours too. The descriptor is closed (it holds
+        nothing now) and the status says so until logind is back."""
+        if self._lock is not None:
+            self._lock.release()
+        self._lock = None
+        metrics.LOCK_HELD.set(0)
+        metrics.LOGIND_RESTARTS.labels(event="left").inc()
+        await self._report(
+            Status(
+                False,
+                "LogindRestarting",
+                "logind left the system bus and its inhibitor locks with it; the lock is taken "
+                "again as soon as logind is back",
+                self.delay,
+            )
+        )
+
+    async def _logind_back(self, connection: ports.LogindConnection) -> None:
+        """A new logind owns the bus name: it knows no lock of ours (whatever the old one held),
+        so one is taken at once, then its delay read again (its configuration may have changed;
+        while it cannot be read, the last one known stands)."""
+        metrics.LOGIND_RESTARTS.labels(event="back").inc()
+        log.warning("logind restarted on %s: it holds none of our locks; taking one", self.node)
+        if self.shutdowns.wants_lock:  # (a shutdown under way may have let its lock go)
+            await self._take(connection)
+        try:
+            self.delay = await connection.inhibit_delay_max()
+            metrics.DELAY_MAX.set(self.delay.total_seconds())
+        except ports.LogindUnavailable as err:
+            log.warning(
+                "the restarted logind's delay cannot be read yet (%s): keeping %s", err, self.delay
+            )
+        if self.shutdowns.wants_lock:
+            await self._report(self._held_status())
 
     async def _take(self, connection: ports.LogindConnection) -> None:
         old = self._lock
