@@ -4,12 +4,15 @@ plane: a NodePool whose nodes expire (``expireAfter``) under a ``terminationGrac
 Without graceguard (the loss): a pod Karpenter may not evict (``karpenter.sh/do-not-disrupt``) is
 deleted by Karpenter at the NodeClaim's ``karpenter.sh/nodeclaim-termination-timestamp`` minus the
 pod's own grace: a plain DELETE (no eviction, so no ``DisruptionTarget`` condition and nothing an
-eviction webhook could see), with no notice.
+eviction webhook could see), with no notice. With graceguard's controller the same deadline is
+an imminent Disruption (``controller.deadlines``): each pod is told and evicted with its whole
+grace before it, and one whose grace cannot fit is told ``DeadlineExceeded`` ahead of it.
 """
 
 from __future__ import annotations
 
 import datetime
+import json
 import pathlib
 
 import pytest
@@ -19,6 +22,7 @@ from lightkube.resources.core_v1 import Event, Pod
 
 import controlplane
 
+from . import graceguard_proc as gg
 from . import karpenter
 from .kube import condition, get_or_none, pod_spec, wait_until
 
@@ -118,3 +122,105 @@ def test_expiry_deletes_a_do_not_disrupt_pod_at_its_deadline_minus_grace(
         assert gone <= deadline + datetime.timedelta(seconds=5), (gone, deadline)
         log = pool.log.read_text(errors="replace")
         assert '"message":"deleting pod"' in log
+
+
+def _reasons_and_messages(kube: Client, namespace: str, name: str) -> list[tuple[str, str, str]]:
+    """(reason, message, first seen) of the pod's events."""
+    found = []
+    for e in kube.list(Event, namespace=namespace, fields={"involvedObject.name": name}):
+        when = e.eventTime or e.firstTimestamp or (e.metadata and e.metadata.creationTimestamp)
+        found.append((e.reason or "", e.message or "", str(when)))
+    return found
+
+
+@pytest.mark.timeout(300)
+def test_with_graceguard_every_pod_leaves_with_its_grace_before_karpenters_deadline(
+    control_plane: controlplane.ControlPlane,
+    kube: Client,
+    namespace: str,
+    tmp_path: pathlib.Path,
+    controller: gg.Controller,
+) -> None:
+    """The same expiry with graceguard's controller: the NodeClaim's termination timestamp is an
+    imminent Disruption (source ``karpenter-termination``, planned 5 s ahead of it). The
+    protected pod (``min-runtime: 1h``, 15 s grace) gets its ScheduledEviction, is evicted
+    through the Eviction API (``DisruptionTarget``) by graceguard and is gone with its whole grace
+    before the deadline; Karpenter deletes no pod of it (its log has no ``deleting pod`` for it).
+    The pod whose 60 s grace cannot fit in the 40 s is told ``DeadlineExceeded`` ahead of the
+    deadline, with the seconds it gets, and so is the Disruption's status."""
+    with karpenter.running(
+        control_plane,
+        kube,
+        namespace,
+        tmp_path,
+        expire_after=EXPIRE_AFTER,
+        termination_grace_period=TERMINATION_GRACE,
+    ) as pool:
+        protect = {"graceguard.io/min-runtime": "1h"}
+        for name, grace in (("job", GRACE), ("long", 60)):
+            pod = job_pod(name, pool, grace=grace, annotations=protect)
+            assert pod.spec is not None
+            pod.spec.containers[0].resources.requests = {"cpu": "500m", "memory": "64Mi"}  # type: ignore[union-attr]
+            kube.create(pod, namespace=namespace)
+        job_node = running_on_pool_node(kube, namespace, "job")
+        long_node = running_on_pool_node(kube, namespace, "long")
+        deadline = termination_time(kube, job_node)
+        long_deadline = termination_time(kube, long_node)
+
+        # The Disruption graceguard opened for the job's node, imminent with the deadline.
+        def opened() -> dict[str, object] | None:
+            found = [
+                d
+                for d in gg.disruptions(kube, job_node)
+                if d["spec"]["source"] == "karpenter-termination"
+            ]
+            return found[0] if found else None
+
+        dis = wait_until(opened, timeout=30, what="graceguard's Disruption for the node")
+        assert dis["spec"]["class"] == "imminent"  # type: ignore[index]
+
+        # The long pod: DeadlineExceeded before its node's deadline, with what it gets.
+        def exceeded() -> str | None:
+            for reason, message, _ in _reasons_and_messages(kube, namespace, "long"):
+                if reason == "DeadlineExceeded":
+                    return message
+            return None
+
+        try:
+            told = wait_until(exceeded, timeout=60, what="DeadlineExceeded for the long pod")
+        except TimeoutError:
+            print(json.dumps(gg.disruptions(kube), indent=1, default=str))
+            print(_reasons_and_messages(kube, namespace, "long"), job_node, long_node)
+            print(gg.output_of(controller))
+            raise
+        told_at = datetime.datetime.now(datetime.UTC)
+        assert told_at < long_deadline, (told_at, long_deadline)
+        assert "needs 60s" in told and "it gets" in told, told
+
+        # The job: told, then evicted by graceguard with its whole grace before the deadline.
+        def evicted() -> Pod | None:
+            p = get_or_none(kube, Pod, "job", namespace)
+            return p if p is not None and p.metadata and p.metadata.deletionTimestamp else None
+
+        leaving = wait_until(evicted, timeout=90, what="graceguard to evict the job")
+        assert leaving.metadata is not None and leaving.metadata.deletionTimestamp is not None
+        assert leaving.metadata.deletionGracePeriodSeconds == GRACE  # its own grace, whole
+        assert leaving.metadata.deletionTimestamp <= deadline, (
+            leaving.metadata.deletionTimestamp,
+            deadline,
+        )
+        assert condition(leaving, "DisruptionTarget") == "True"  # the Eviction API, not a DELETE
+        reasons = [r for r, _, _ in _reasons_and_messages(kube, namespace, "job")]
+        assert "ScheduledEviction" in reasons and "Evicted" in reasons, reasons
+        assert "Disrupted" not in reasons, reasons  # Karpenter's delete
+
+        wait_until(
+            lambda: get_or_none(kube, Pod, "job", namespace) is None,
+            timeout=GRACE + 15,
+            what="the job to be gone",
+        )
+        assert datetime.datetime.now(datetime.UTC) <= deadline + datetime.timedelta(seconds=2)
+        log = pool.log.read_text(errors="replace")
+        deletes = [line for line in log.splitlines() if '"message":"deleting pod"' in line]
+        assert not any('"name":"job"' in line for line in deletes), deletes
+        print(f"job evicted {leaving.metadata.deletionTimestamp} for deadline {deadline}; {told}")

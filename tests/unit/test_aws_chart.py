@@ -1,8 +1,8 @@
 """The chart with the AWS interruption queue (``ci/aws-values.yaml``, rendered by ``make
 chart-check`` into ``out/chart-aws.yaml``): the controller's ``--aws-queue``/``--aws-region``
 parse as ``graceguard controller`` reads them, IRSA's role annotation is on the controller's
-ServiceAccount, and the ClusterRole gains exactly ``create`` on disruptions; without the queue
-(the default chart) none of it is there."""
+ServiceAccount, and the ClusterRole is the default one (it creates Disruptions for node deadlines
+already); without the queue (the default chart) none of the rest is there."""
 
 from __future__ import annotations
 
@@ -52,13 +52,11 @@ def test_irsa_role_on_the_controller_service_account(
     assert account["metadata"]["annotations"] == {"eks.amazonaws.com/role-arn": values["roleARN"]}
 
 
-def test_cluster_role_gains_create_on_disruptions_only(aws_docs: list[dict[str, Any]]) -> None:
+def test_cluster_role_is_the_default_one(aws_docs: list[dict[str, Any]]) -> None:
     found: dict[tuple[str, str], set[str]] = {}
     for group, resource, verb, _ in permissions(one(aws_docs, "ClusterRole", "graceguard")):
         found.setdefault((group, resource), set()).add(verb)
-    expected = {k: set(v) for k, v in CLUSTER_PERMISSIONS.items()}
-    expected[("graceguard.io", "disruptions")].add("create")
-    assert found == expected
+    assert found == CLUSTER_PERMISSIONS
 
 
 def test_without_a_queue_nothing_aws_is_rendered() -> None:

@@ -46,8 +46,9 @@ CLUSTER_PERMISSIONS: dict[tuple[str, str], set[str]] = {
     ("apps", "replicasets/scale"): {"get"},
     ("graceguard.io", "disruptionpolicies"): {"get", "list", "watch"},
     ("graceguard.io", "disruptionpolicies/status"): {"patch", "update"},
-    ("graceguard.io", "disruptions"): {"get", "list", "watch", "delete"},
+    ("graceguard.io", "disruptions"): {"get", "list", "watch", "create", "delete"},
     ("graceguard.io", "disruptions/status"): {"patch"},
+    ("karpenter.sh", "nodeclaims"): {"get", "list", "watch"},
 }
 
 

@@ -252,6 +252,9 @@ class _NodePlanner:
         self.earlier_live = 0
         self.not_before: dt.datetime | None = None
         self.completed: set[str] = set()
+        self.short: list[str] = []
+        """Under a deadline: the pods that cannot get their whole grace before it, and what they
+        get (the lead request's status says so before the deadline)."""
 
     def plan(self) -> None:  # noqa: C901 - the stages of a node's drain, in order
         node = self.idx.nodes.get(self.node)
@@ -322,6 +325,9 @@ class _NodePlanner:
                 phase, why = disruption.Phase.HELD, f"holding the node for {r.source}"
             else:
                 phase, why = disruption.Phase.DRAINING, ""
+            if r is self.lead and self.short and phase is not disruption.Phase.DEADLINE_EXCEEDED:
+                exceeded = f"DeadlineExceeded: {'; '.join(self.short)}"
+                why = f"{why}; {exceeded}" if why else exceeded
             if r is not self.lead:
                 why = f"{why}; led by {self.lead.id}" if why else f"led by {self.lead.id}"
             if not _reports(r.status, phase, left, why):
@@ -360,7 +366,9 @@ class _NodePlanner:
         d: decision.PodDecision | None = None
         status, force_at = PlanStatus.TERMINATING, None
         blocked: tuple[decision.Blocker, ...] = ()
-        if not pod.terminating:
+        if pod.terminating:
+            self._note_short(pod, pod.deleting_since)
+        else:
             d = decision.decide(
                 pod=pod,
                 prot=prot,
@@ -373,6 +381,8 @@ class _NodePlanner:
             )
             self._notify(pod, ref, d)
             status, force_at, blocked = self._act_on_due_pod(pod, ref, d)
+            if d.deadline_exceeded:
+                self._note_short(pod, self.now)
         return PodPlan(
             ref,
             self.node,
@@ -387,6 +397,17 @@ class _NodePlanner:
             (d.blocked_by if d else ()) + blocked,
             force_at,
             d.latest if d else None,
+        )
+
+    def _note_short(self, pod: cluster.Pod, stops_at: dt.datetime | None) -> None:
+        """Note ``pod`` in ``short`` when, asked to stop at ``stops_at``, its grace runs past the
+        deadline."""
+        deadline = self.deadline
+        if deadline is None or stops_at is None or stops_at + pod.grace <= deadline:
+            return
+        self.short.append(
+            f"{pod.key} gets {_seconds(deadline - stops_at)}s of its {pod.grace_seconds}s grace "
+            f"(the node goes at {times.format_time(deadline)})"
         )
 
     def _notify(self, pod: cluster.Pod, ref: act.PodRef, d: decision.PodDecision) -> None:
@@ -437,7 +458,8 @@ class _NodePlanner:
         if refusal is None:
             self.allowances.consume(pod, pdbs, floor)
             if d.deadline_exceeded:
-                out.append(act.ReportDeadlineExceeded(ref, _exceeded_message(pod, lead), lead.id))
+                message = _exceeded_message(pod, lead, now)
+                out.append(act.ReportDeadlineExceeded(ref, message, lead.id))
             out.append(act.Evict(ref, pod.grace_seconds, lead.source, lead.id, window))
             return PlanStatus.EVICTING, None, ()
         since = _blocked_since(pod) or now
@@ -458,7 +480,8 @@ class _NodePlanner:
             else f"the node goes at {_format_opt(lead.effective_deadline)}: {refusal}"
         )
         if d.deadline_exceeded:
-            out.append(act.ReportDeadlineExceeded(ref, _exceeded_message(pod, lead), lead.id))
+            message = _exceeded_message(pod, lead, now)
+            out.append(act.ReportDeadlineExceeded(ref, message, lead.id))
         out.append(act.ForceDelete(ref, pod.grace_seconds, lead.source, why, lead.id, window))
         return PlanStatus.FORCED, force_at, (blocker,)
 
@@ -537,11 +560,20 @@ def _blocked_since(pod: cluster.Pod) -> dt.datetime | None:
     return times.time_in(pod.annotations, ann.BLOCKED_SINCE)
 
 
-def _exceeded_message(pod: cluster.Pod, request: disruption.DisruptionRequest) -> str:
+def _exceeded_message(
+    pod: cluster.Pod, request: disruption.DisruptionRequest, now: dt.datetime
+) -> str:
+    deadline = request.effective_deadline
+    gets = f": asked to stop now, it gets {_seconds(deadline - now)}s" if deadline else ""
     return (
         f"the pod needs {pod.grace_seconds}s to stop but the node goes at "
-        f"{_format_opt(request.effective_deadline)} ({request.source})"
+        f"{_format_opt(deadline)} ({request.source}){gets}"
     )
+
+
+def _seconds(span: dt.timedelta) -> int:
+    """Whole seconds of ``span``, none below zero."""
+    return max(0, int(span.total_seconds()))
 
 
 def _format_opt(t: dt.datetime | None) -> str:

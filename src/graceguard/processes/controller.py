@@ -18,9 +18,12 @@ import pathlib
 from graceguard.adapters import ledger as ledger_store
 from graceguard.adapters import notify_http, probes
 from graceguard.adapters.kube import client as kube_client
+from graceguard.adapters.kube import deadlines as kube_deadlines
+from graceguard.adapters.kube import disruptions as kube_disruptions
 from graceguard.adapters.kube import lease, policy_status, state_map, view, writer
 from graceguard.adapters.kube import logs as kube_logs
 from graceguard.controller import (
+    deadlines,
     executor,
     loop,
     metrics,
@@ -136,6 +139,14 @@ async def run(
         on_policy=lambda pol: notifier.set_sinks(pol.notify),
         metrics=counted,
     )
+    watch = kube_deadlines.DeadlineWatch(client)
+    deadline_source = deadlines.DeadlineSource(
+        announcements=watch,
+        view=cluster_view,
+        leadership=elector,
+        disruptions=kube_disruptions.DisruptionStore(client, cache=cluster_view.disruptions.store),
+        clock=_clock,
+    )
     stale_after = loop.RESYNC.total_seconds() * 3
 
     def alive() -> bool:
@@ -149,6 +160,8 @@ async def run(
             "lease": elector.run,
             "reconcile": runner.run,
             "notify": notifier.run,
+            **{f"deadlines-{i.name}": i.run for i in watch.informers},
+            "deadlines": deadline_source.run,
             **aws_tasks,
         },
         endpoints=[

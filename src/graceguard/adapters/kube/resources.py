@@ -21,3 +21,5 @@ DisruptionPolicy: Any = create_global_resource(
 )
 Disruption: Any = create_global_resource("graceguard.io", "v1alpha1", "Disruption", "disruptions")
 """One disruption request (``manifests.disruptions``): ``kubectl get gdis``."""
+NodeClaim: Any = create_global_resource("karpenter.sh", "v1", "NodeClaim", "nodeclaims")
+"""Karpenter's claim on one node (``manifests.deadlines``: its termination timestamp)."""

@@ -1,0 +1,128 @@
+"""Deadlines a platform announces on a node, opened as imminent ``Disruption`` objects (issue 20):
+Karpenter's NodeClaim termination timestamp, ``graceguard.io/expires-at`` on a node, a
+``MaintenancePlanned`` condition with a time (``domain.deadlines``). A service through ports only.
+
+Whoever drains the node (Karpenter, a script, a person), graceguard then plans its pods against
+that deadline like any imminent disruption: each asked to stop early enough to get its whole
+grace before it, notices first; a pod whose grace cannot fit gets ``DeadlineExceeded`` (event,
+notify, the Disruption's status) at once, with the time it gets; nothing is held past it.
+
+A node's earliest deadline is opened once it comes within reach: the policy's notice lead plus
+the node's pods' grace periods (summed over priority phases, ``deadlines.reserve``) plus
+``deadlines.MARGIN`` before it, so that a node expiring next week is not cordoned today. A
+deadline already passed opens nothing (the node is going or gone: the ledger records it). The
+name is derived from the announcer, the node and the deadline's minute, so every round and every
+replica opens one object (409: joined). A value that cannot be read is logged once per value,
+naming the field; it opens nothing. Only the leader opens.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import logging
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+from graceguard.controller import ports
+from graceguard.domain import cluster, deadlines
+from graceguard.manifests import disruptions as dis_manifests
+
+log = logging.getLogger(__name__)
+
+POLL = dt.timedelta(seconds=5)
+"""How often the deadlines are looked at again without a change (one coming within reach)."""
+
+
+class Announcements(Protocol):
+    """What the nodes and NodeClaims announce now (``adapters.kube.deadlines``)."""
+
+    changed: asyncio.Event
+
+    def announced(self) -> Sequence[deadlines.NodeDeadline | deadlines.Problem]: ...
+
+
+class DeadlineSource:
+    def __init__(
+        self,
+        *,
+        announcements: Announcements,
+        view: ports.View,
+        leadership: ports.Leadership,
+        disruptions: ports.Disruptions,
+        clock: Callable[[], dt.datetime],
+    ) -> None:
+        self._announcements = announcements
+        self._view = view
+        self._leadership = leadership
+        self._disruptions = disruptions
+        self._clock = clock
+        self._opened: set[str] = set()
+        self._said: set[str] = set()
+
+    async def run(self) -> None:
+        await self._view.wait_synced()
+        while True:
+            self._announcements.changed.clear()
+            if self._leadership.is_leader:
+                try:
+                    await self.open_due()
+                except Exception as err:  # the next pass tries again
+                    log.warning("node deadlines: %s; trying again", err)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(
+                    self._announcements.changed.wait(), timeout=POLL.total_seconds()
+                )
+
+    async def open_due(self) -> list[str]:
+        """Open the Disruption of every node whose earliest deadline is within reach now; the
+        names opened or joined in this pass."""
+        now = self._clock()
+        by_node: dict[str, list[deadlines.NodeDeadline]] = defaultdict(list)
+        for found in self._announcements.announced():
+            if isinstance(found, deadlines.Problem):
+                self._say(found)
+            else:
+                by_node[found.node].append(found)
+        if not by_node:
+            return []
+        pol = self._view.policy()[0]
+        pods_by_node: dict[str | None, list[cluster.Pod]] = defaultdict(list)
+        for pod in self._view.snapshot().pods:
+            if pod.node in by_node:
+                pods_by_node[pod.node].append(pod)
+        done: list[str] = []
+        for node, announced in sorted(by_node.items()):
+            deadline = deadlines.earliest(announced)
+            assert deadline is not None
+            if now >= deadline.at:
+                continue
+            reserve = deadlines.reserve(pods_by_node[node], pol.priority_phases)
+            if now < deadlines.opens_at(deadline, notice_lead=pol.notice_lead, reserve=reserve):
+                continue
+            name = dis_manifests.request_name(
+                source=deadline.announcer.value, node=node, pod=None, at=deadline.at
+            )
+            if name in self._opened:
+                continue
+            request = deadlines.request_for(deadline, now=now, name=name)
+            opened = await self._disruptions.open_disruption(request)
+            self._opened.add(name)
+            log.info(
+                "node %s goes at %s (%s): Disruption %s %s",
+                node,
+                deadline.at.isoformat(),
+                deadline.announcer.value,
+                name,
+                "opened" if opened else "joined",
+            )
+            done.append(name)
+        return done
+
+    def _say(self, problem: deadlines.Problem) -> None:
+        text = str(problem)
+        if text not in self._said:
+            self._said.add(text)
+            log.warning("%s; no deadline is read from it", text)

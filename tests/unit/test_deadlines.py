@@ -1,0 +1,298 @@
+"""Deadlines a platform announces on a node (``domain.deadlines``, ``manifests.deadlines``), the
+engine under such a deadline (``DeadlineExceeded`` before it, with the time the pod gets, in the
+event and the Disruption's status), and the service that opens them (``controller.deadlines``)
+over in-memory ports. The real Karpenter: ``tests/e2e/test_karpenter.py``."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import datetime as dt
+import json
+import pathlib
+from collections.abc import Sequence
+
+import pytest
+
+from graceguard.controller import deadlines as service
+from graceguard.domain import cluster, deadlines, disruption, phases, policy
+from graceguard.engine import actions as act
+from graceguard.engine import reconciler
+from graceguard.manifests import deadlines as manifests
+
+NOW = dt.datetime(2026, 11, 25, 22, 0, tzinfo=dt.UTC)
+SEC = dt.timedelta(seconds=1)
+DATA = pathlib.Path(__file__).parent / "data" / "karpenter"
+
+
+# --- reading ------------------------------------------------------------------------------------
+
+
+def test_karpenters_nodeclaim_as_it_publishes_it() -> None:
+    """A NodeClaim as Karpenter v1.15.0 leaves it once deleted under a NodePool
+    terminationGracePeriod (``data/karpenter/nodeclaim-terminating.json``: its fields as
+    ``pkg/apis/v1/nodeclaim.go`` and ``ensureTerminationGracePeriodTerminationTimeAnnotation``
+    in ``pkg/controllers/nodeclaim/lifecycle/controller.go`` write them, names from an e2e run)."""
+    doc = json.loads((DATA / "nodeclaim-terminating.json").read_text())
+    (found,) = manifests.nodeclaim_announced(doc)
+    assert isinstance(found, deadlines.NodeDeadline)
+    assert found.node == doc["status"]["nodeName"]
+    assert found.at == dt.datetime(2026, 11, 25, 21, 34, 27, tzinfo=dt.UTC)
+    assert found.announcer is deadlines.Announcer.KARPENTER
+    assert "NodeClaim default-zbt2k" in found.reason
+
+
+def test_a_nodeclaim_without_the_timestamp_or_a_node_announces_nothing() -> None:
+    doc = json.loads((DATA / "nodeclaim-terminating.json").read_text())
+    del doc["metadata"]["annotations"][deadlines.KARPENTER_TERMINATION]
+    assert manifests.nodeclaim_announced(doc) == ()
+    doc = json.loads((DATA / "nodeclaim-terminating.json").read_text())
+    del doc["status"]["nodeName"]
+    assert manifests.nodeclaim_announced(doc) == ()
+
+
+def test_a_bad_timestamp_is_a_problem_naming_the_field() -> None:
+    doc = json.loads((DATA / "nodeclaim-terminating.json").read_text())
+    doc["metadata"]["annotations"][deadlines.KARPENTER_TERMINATION] = "tomorrow"
+    (found,) = manifests.nodeclaim_announced(doc)
+    assert isinstance(found, deadlines.Problem)
+    assert "NodeClaim default-zbt2k" in str(found) and deadlines.KARPENTER_TERMINATION in str(found)
+    assert "'tomorrow' is not an RFC 3339 time" in str(found)
+
+
+def node_doc(
+    annotations: dict[str, str], conditions: list[dict[str, str]] | None = None
+) -> dict[str, object]:
+    return {
+        "metadata": {"name": "n1", "annotations": annotations},
+        "status": {"conditions": conditions or []},
+    }
+
+
+def test_expires_at_on_a_node() -> None:
+    (found,) = manifests.node_announced(
+        node_doc({deadlines.EXPIRES_AT: "2026-11-25T23:00:00+01:00"})
+    )
+    assert isinstance(found, deadlines.NodeDeadline)
+    assert found.at == NOW  # the offset honoured, in UTC
+    assert found.announcer is deadlines.Announcer.EXPIRES_AT
+
+
+@pytest.mark.parametrize(
+    "value", ["", "24h", "2026-11-25", "2026-11-25T22:00:00", "2026-13-01T00:00:00Z"]
+)
+def test_expires_at_that_is_no_time_is_a_problem(value: str) -> None:
+    (found,) = manifests.node_announced(node_doc({deadlines.EXPIRES_AT: value}))
+    assert isinstance(found, deadlines.Problem)
+    assert found.field == f"metadata.annotations[{deadlines.EXPIRES_AT}]"
+    assert "not an RFC 3339 time" in found.reason
+
+
+def test_maintenance_planned_with_a_time_in_its_message() -> None:
+    """KEP-5683's condition has no time field: a time in its message is the deadline; one without
+    a time, or not True, announces none."""
+    cond = {
+        "type": "MaintenancePlanned",
+        "status": "True",
+        "reason": "KernelUpgrade",
+        "message": "reboot for kernel 6.12 at 2026-11-25T22:00:00Z, drain before",
+    }
+    (found,) = manifests.node_announced(node_doc({}, [cond]))
+    assert isinstance(found, deadlines.NodeDeadline)
+    assert found.at == NOW and found.announcer is deadlines.Announcer.MAINTENANCE
+    assert manifests.node_announced(node_doc({}, [{**cond, "status": "False"}])) == ()
+    assert manifests.node_announced(node_doc({}, [{**cond, "message": "soon"}])) == ()
+
+
+def test_the_earliest_deadline_binds() -> None:
+    late = deadlines.NodeDeadline("n1", NOW + 60 * SEC, deadlines.Announcer.EXPIRES_AT, "")
+    soon = deadlines.NodeDeadline("n1", NOW, deadlines.Announcer.KARPENTER, "")
+    assert deadlines.earliest([late, soon]) == soon
+    assert deadlines.earliest([]) is None
+
+
+def test_the_request_is_imminent_ahead_of_the_deadline_by_the_margin() -> None:
+    d = deadlines.NodeDeadline("n1", NOW, deadlines.Announcer.KARPENTER, "Karpenter terminates")
+    r = deadlines.request_for(d, now=NOW - 60 * SEC, name="x")
+    assert r.disruption_class is disruption.DisruptionClass.IMMINENT
+    assert r.deadline == NOW - deadlines.MARGIN
+    assert r.source == "karpenter-termination" and r.node == "n1"
+    assert "Karpenter terminates" in r.reason
+
+
+def test_reserve_sums_the_longest_grace_of_each_priority_phase() -> None:
+    pods = [
+        cluster.Pod("ns", "a", "n1", grace_seconds=30),
+        cluster.Pod("ns", "b", "n1", grace_seconds=90),
+        cluster.Pod("ns", "c", "n1", grace_seconds=20, priority=phases.SYSTEM_CRITICAL_PRIORITY),
+        cluster.Pod("ns", "d", "n1", grace_seconds=999, daemon=True),
+    ]
+    assert deadlines.reserve(pods, phases.DEFAULT_PHASES) == 110 * SEC
+
+
+# --- the engine under an announced deadline -----------------------------------------------------
+
+
+def plan(
+    pods: Sequence[cluster.Pod], deadline: dt.datetime, now: dt.datetime = NOW
+) -> reconciler.Reconciliation:
+    d = deadlines.NodeDeadline("n1", deadline, deadlines.Announcer.KARPENTER, "Karpenter")
+    request = deadlines.request_for(d, now=NOW, name="karpenter-termination.n1.1")
+    snap = cluster.Snapshot(nodes=(cluster.Node("n1"),), pods=tuple(pods))
+    pol = policy.Policy(notice_lead=4 * SEC)
+    return reconciler.reconcile(snapshot=snap, requests=[request], pol=pol, now=now)
+
+
+def test_a_protected_pod_is_asked_to_leave_its_grace_before_the_deadline() -> None:
+    """min-runtime 1h does not hold it past the deadline: evicted at deadline - margin - grace,
+    its ScheduledEviction the notice lead before."""
+    job = cluster.Pod(
+        "ns",
+        "job",
+        "n1",
+        start_time=NOW,
+        grace_seconds=15,
+        uid="j",
+        annotations={"graceguard.io/min-runtime": "1h"},
+    )
+    r = plan([job], NOW + 40 * SEC)
+    (p,) = r.plans
+    assert p.eviction_at == NOW + 40 * SEC - deadlines.MARGIN - 15 * SEC
+    assert p.scheduled_notice_at == p.eviction_at - 4 * SEC
+    assert not any(isinstance(a, act.ReportDeadlineExceeded) for a in r.actions)
+
+
+def test_a_grace_that_cannot_fit_is_told_at_once_with_the_time_it_gets() -> None:
+    long = cluster.Pod("ns", "long", "n1", start_time=NOW, grace_seconds=90, uid="l")
+    r = plan([long], NOW + 40 * SEC)
+    (told,) = [a for a in r.actions if isinstance(a, act.ReportDeadlineExceeded)]
+    assert "needs 90s" in told.message
+    assert "it gets 35s" in told.message  # the deadline graceguard plans for: 40 s - margin
+    assert any(isinstance(a, act.Evict) and a.grace_seconds == 90 for a in r.actions)
+    (status,) = [a for a in r.actions if isinstance(a, act.ReportDisruption)]
+    assert status.status.phase is disruption.Phase.DRAINING
+    assert "DeadlineExceeded: ns/long gets 35s of its 90s grace" in status.status.message
+
+
+def test_the_status_keeps_saying_so_while_the_pod_stops() -> None:
+    """Asked to stop 5 s ago (terminating): the status still names what it gets, and does not
+    change from round to round."""
+    long = cluster.Pod(
+        "ns",
+        "long",
+        "n1",
+        start_time=NOW,
+        grace_seconds=90,
+        uid="l",
+        deleting_since=NOW,
+    )
+    first = plan([long], NOW + 40 * SEC, now=NOW + 5 * SEC)
+    later = plan([long], NOW + 40 * SEC, now=NOW + 9 * SEC)
+    (a,) = [x for x in first.actions if isinstance(x, act.ReportDisruption)]
+    (b,) = [x for x in later.actions if isinstance(x, act.ReportDisruption)]
+    assert a.status == b.status
+    assert "ns/long gets 35s of its 90s grace" in a.status.message
+
+
+# --- the service --------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class Announced:
+    found: list[deadlines.NodeDeadline | deadlines.Problem]
+    changed: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
+
+    def announced(self) -> list[deadlines.NodeDeadline | deadlines.Problem]:
+        return self.found
+
+
+class View:
+    def __init__(self, pods: Sequence[cluster.Pod]) -> None:
+        self._pods = tuple(pods)
+        self.changed = asyncio.Event()
+
+    def snapshot(self) -> cluster.Snapshot:
+        return cluster.Snapshot(nodes=(cluster.Node("n1"),), pods=self._pods)
+
+    def policy(self) -> tuple[policy.Policy, None]:
+        return policy.Policy(notice_lead=60 * SEC), None
+
+    async def wait_synced(self) -> None:
+        return None
+
+
+class Leader:
+    changed = asyncio.Event()
+    is_leader = True
+
+
+class Opener:
+    def __init__(self) -> None:
+        self.opened: list[disruption.DisruptionRequest] = []
+
+    async def open_disruption(self, request: disruption.DisruptionRequest) -> bool:
+        known = any(r.id == request.id for r in self.opened)
+        self.opened.append(request)
+        return not known
+
+    async def phase(self, *, request_id: str) -> disruption.Phase | None:
+        return None
+
+
+def source(
+    found: list[deadlines.NodeDeadline | deadlines.Problem],
+    now: dt.datetime,
+    pods: Sequence[cluster.Pod] = (),
+) -> tuple[service.DeadlineSource, Opener]:
+    opener = Opener()
+    svc = service.DeadlineSource(
+        announcements=Announced(found),
+        view=View(pods),  # type: ignore[arg-type]
+        leadership=Leader(),
+        disruptions=opener,
+        clock=lambda: now,
+    )
+    return svc, opener
+
+
+@pytest.mark.asyncio
+async def test_a_deadline_within_reach_is_opened_once() -> None:
+    d = deadlines.NodeDeadline("n1", NOW + 60 * SEC, deadlines.Announcer.KARPENTER, "K")
+    svc, opener = source([d], NOW)
+    (name,) = await svc.open_due()
+    assert await svc.open_due() == []  # the next pass opens nothing again
+    (request,) = opener.opened
+    assert request.id == name and request.deadline == NOW + 60 * SEC - deadlines.MARGIN
+
+
+@pytest.mark.asyncio
+async def test_a_far_deadline_waits_until_notice_and_grace_reach_it() -> None:
+    """Opened at deadline - margin - the pods' grace - the notice lead (60 s here), not before:
+    a node expiring later is not cordoned now."""
+    pods = [cluster.Pod("ns", "a", "n1", grace_seconds=120)]
+    d = deadlines.NodeDeadline(
+        "n1", NOW + dt.timedelta(hours=1), deadlines.Announcer.EXPIRES_AT, ""
+    )
+    opens = d.at - deadlines.MARGIN - 120 * SEC - 60 * SEC
+    early, opener = source([d], opens - SEC, pods)
+    assert await early.open_due() == [] and opener.opened == []
+    due, opener = source([d], opens, pods)
+    assert len(await due.open_due()) == 1
+
+
+@pytest.mark.asyncio
+async def test_a_passed_deadline_and_a_problem_open_nothing(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    gone = deadlines.NodeDeadline("n1", NOW - SEC, deadlines.Announcer.KARPENTER, "")
+    bad = deadlines.Problem(
+        "n2", "metadata.annotations[graceguard.io/expires-at]", "'x' is not an RFC 3339 time"
+    )
+    svc, opener = source([gone, bad], NOW)
+    assert await svc.open_due() == [] and opener.opened == []
+    assert await svc.open_due() == []
+    said = [r.getMessage() for r in caplog.records if "expires-at" in r.getMessage()]
+    assert said == [
+        "node n2: metadata.annotations[graceguard.io/expires-at]: 'x' is not an RFC 3339 time; "
+        "no deadline is read from it"
+    ]
