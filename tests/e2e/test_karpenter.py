@@ -164,6 +164,14 @@ def test_with_graceguard_every_pod_leaves_with_its_grace_before_karpenters_deadl
             kube.create(pod, namespace=namespace)
         job_node = running_on_pool_node(kube, namespace, "job")
         long_node = running_on_pool_node(kube, namespace, "long")
+        for name in ("job", "long"):  # graceguard projects the protection for Karpenter to see
+
+            def projected(name: str = name) -> bool:
+                p = get_or_none(kube, Pod, name, namespace)
+                found = (p.metadata.annotations or {}) if p and p.metadata else {}
+                return found.get("karpenter.sh/do-not-disrupt") == "true"
+
+            wait_until(projected, timeout=20, what=f"do-not-disrupt projected on {name}")
         deadline = termination_time(kube, job_node)
         long_deadline = termination_time(kube, long_node)
 

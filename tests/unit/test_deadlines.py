@@ -194,6 +194,33 @@ def test_the_status_keeps_saying_so_while_the_pod_stops() -> None:
     assert "ns/long gets 35s of its 90s grace" in a.status.message
 
 
+def test_a_taken_over_eviction_is_not_held_past_the_deadline() -> None:
+    """Karpenter's eviction taken over by the webhook (a voluntary Disruption of the node, no
+    deadline) and the deadline's Disruption on the same node: the imminent one leads, so the
+    protected pod goes by the deadline, not at the end of its protection."""
+    job = cluster.Pod(
+        "ns",
+        "job",
+        "n1",
+        start_time=NOW,
+        grace_seconds=15,
+        uid="j",
+        annotations={"graceguard.io/min-runtime": "1h"},
+    )
+    taken = disruption.DisruptionRequest(
+        "karpenter.n1.1", "n1", "karpenter", disruption.DisruptionClass.VOLUNTARY, NOW
+    )
+    d = deadlines.NodeDeadline("n1", NOW + 40 * SEC, deadlines.Announcer.KARPENTER, "K")
+    imminent = deadlines.request_for(d, now=NOW, name="karpenter-termination.n1.1")
+    snap = cluster.Snapshot(nodes=(cluster.Node("n1"),), pods=(job,))
+    r = reconciler.reconcile(
+        snapshot=snap, requests=[taken, imminent], pol=policy.Policy(notice_lead=4 * SEC), now=NOW
+    )
+    (p,) = r.plans
+    assert p.request_id == imminent.id
+    assert p.eviction_at == NOW + 40 * SEC - deadlines.MARGIN - 15 * SEC
+
+
 # --- the service --------------------------------------------------------------------------------
 
 
