@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import pytest
 
 from graceguard.controller import deadlines as service
-from graceguard.domain import cluster, deadlines, disruption, phases, policy
+from graceguard.domain import cluster, deadlines, disruption, phases, policy, times
 from graceguard.engine import actions as act
 from graceguard.engine import reconciler
 from graceguard.manifests import deadlines as manifests
@@ -192,6 +192,47 @@ def test_the_status_keeps_saying_so_while_the_pod_stops() -> None:
     (b,) = [x for x in later.actions if isinstance(x, act.ReportDisruption)]
     assert a.status == b.status
     assert "ns/long gets 35s of its 90s grace" in a.status.message
+
+
+def test_a_pod_karpenter_deleted_first_is_told_once_before_the_deadline() -> None:
+    """Karpenter DELETEs a pod whose grace cannot fit as soon as the node drains (grace clamped
+    to the time left), the instant graceguard learns the deadline: graceguard still tells it
+    ``DeadlineExceeded`` with the time it gets, once (the status written with it says so, and
+    the next round finds it there)."""
+    deleted_at = NOW + 2 * SEC
+    long = cluster.Pod(
+        "ns",
+        "long",
+        "n1",
+        start_time=NOW,
+        grace_seconds=60,
+        uid="l",
+        deleting_since=deleted_at,
+    )
+    first = plan([long], NOW + 40 * SEC, now=NOW + 3 * SEC)
+    (told,) = [a for a in first.actions if isinstance(a, act.ReportDeadlineExceeded)]
+    assert told.message.endswith(f"was asked at {times.format_time(deleted_at)}, it gets 33s")
+    (status,) = [a for a in first.actions if isinstance(a, act.ReportDisruption)]
+    d = deadlines.NodeDeadline("n1", NOW + 40 * SEC, deadlines.Announcer.KARPENTER, "Karpenter")
+    request = dataclasses.replace(
+        deadlines.request_for(d, now=NOW, name="karpenter-termination.n1.1"), status=status.status
+    )
+    snap = cluster.Snapshot(nodes=(cluster.Node("n1"),), pods=(long,))
+    again = reconciler.reconcile(
+        snapshot=snap, requests=[request], pol=policy.Policy(), now=NOW + 4 * SEC
+    )
+    assert not any(isinstance(a, act.ReportDeadlineExceeded) for a in again.actions)
+    assert not any(isinstance(a, act.ReportDisruption) for a in again.actions)
+
+
+def test_a_pod_that_stops_in_time_is_not_short() -> None:
+    fits = cluster.Pod(
+        "ns", "fits", "n1", start_time=NOW, grace_seconds=15, uid="f", deleting_since=NOW
+    )
+    r = plan([fits], NOW + 40 * SEC, now=NOW + SEC)
+    assert not any(isinstance(a, act.ReportDeadlineExceeded) for a in r.actions)
+    (status,) = [a for a in r.actions if isinstance(a, act.ReportDisruption)]
+    assert "DeadlineExceeded" not in status.status.message
 
 
 def test_a_taken_over_eviction_is_not_held_past_the_deadline() -> None:

@@ -367,7 +367,12 @@ class _NodePlanner:
         status, force_at = PlanStatus.TERMINATING, None
         blocked: tuple[decision.Blocker, ...] = ()
         if pod.terminating:
-            self._note_short(pod, pod.deleting_since)
+            assert pod.deleting_since is not None
+            if self._note_short(pod, pod.deleting_since) and not _told_short(lead, pod):
+                # Asked to stop by someone else (Karpenter's own DELETE at the deadline minus the
+                # grace): told once, before the deadline; the status written with it says so.
+                message = _exceeded_message(pod, lead, pod.deleting_since, asked="was asked")
+                self.out.append(act.ReportDeadlineExceeded(ref, message, lead.id))
         else:
             d = decision.decide(
                 pod=pod,
@@ -399,16 +404,17 @@ class _NodePlanner:
             d.latest if d else None,
         )
 
-    def _note_short(self, pod: cluster.Pod, stops_at: dt.datetime | None) -> None:
+    def _note_short(self, pod: cluster.Pod, stops_at: dt.datetime) -> bool:
         """Note ``pod`` in ``short`` when, asked to stop at ``stops_at``, its grace runs past the
-        deadline."""
+        deadline; whether it does."""
         deadline = self.deadline
-        if deadline is None or stops_at is None or stops_at + pod.grace <= deadline:
-            return
+        if deadline is None or stops_at + pod.grace <= deadline:
+            return False
         self.short.append(
             f"{pod.key} gets {_seconds(deadline - stops_at)}s of its {pod.grace_seconds}s grace "
             f"(the node goes at {times.format_time(deadline)})"
         )
+        return True
 
     def _notify(self, pod: cluster.Pod, ref: act.PodRef, d: decision.PodDecision) -> None:
         """A ProposedEviction when the pod is (re)nominated, a ScheduledEviction when its notice
@@ -560,11 +566,21 @@ def _blocked_since(pod: cluster.Pod) -> dt.datetime | None:
     return times.time_in(pod.annotations, ann.BLOCKED_SINCE)
 
 
+def _told_short(request: disruption.DisruptionRequest, pod: cluster.Pod) -> bool:
+    """The request's status already says that ``pod`` cannot get its grace (``short``)."""
+    return request.status is not None and f"{pod.key} gets " in request.status.message
+
+
 def _exceeded_message(
-    pod: cluster.Pod, request: disruption.DisruptionRequest, now: dt.datetime
+    pod: cluster.Pod,
+    request: disruption.DisruptionRequest,
+    now: dt.datetime,
+    *,
+    asked: str = "asked to stop now",
 ) -> str:
     deadline = request.effective_deadline
-    gets = f": asked to stop now, it gets {_seconds(deadline - now)}s" if deadline else ""
+    when = "" if asked == "asked to stop now" else f" at {times.format_time(now)}"
+    gets = f": {asked}{when}, it gets {_seconds(deadline - now)}s" if deadline else ""
     return (
         f"the pod needs {pod.grace_seconds}s to stop but the node goes at "
         f"{_format_opt(deadline)} ({request.source}){gets}"
