@@ -2,11 +2,13 @@
 actions, carried out by the real executor through the Kubernetes adapter (``LightkubeWriter``) on
 the real control plane, through the simulator's adapter (``sim.cluster.SimCluster``) and through
 the unit tests' in-memory one (``tests/unit/snapshot_cluster.SnapshotCluster``), leave the same
-pod annotations, notice conditions, events, evictions and deletions.
+pod annotations, notice conditions, events, evictions and deletions, and the same hold on the node
+(``scale-down-disabled`` with ``graceguard.io/held-for``, ``domain/node_hold.py``'s mapping).
 
 The sequences are drawn by a seeded generator (the same seeds on every run, so a failure
 reproduces): a few rounds of notices, withdrawals, blocks, projections, retractions, deletion
-costs, warnings, deadline reports, evictions and forced deletions over three pods. No graceguard
+costs, warnings, deadline reports, evictions and forced deletions over three pods, and holds and
+releases of their node. No graceguard
 controller runs in this test: only the executor writes.
 """
 
@@ -23,13 +25,13 @@ from typing import Any
 import lightkube
 import pytest
 from lightkube import Client, KubeConfig
-from lightkube.resources.core_v1 import Pod
+from lightkube.resources.core_v1 import Node, Pod
 
 import controlplane
 from graceguard.adapters.kube import writer
 from graceguard.controller import executor
 from graceguard.domain import annotations as ann
-from graceguard.domain import cluster, notices, protection
+from graceguard.domain import cluster, node_hold, notices, protection
 from graceguard.engine import actions as act
 from graceguard.sim.cluster import SimCluster
 from graceguard.sim.pods import SimPod
@@ -108,9 +110,11 @@ def _action(rng: random.Random, ref: act.PodRef, at: dt.datetime) -> act.Action:
             return act.ForceDelete(ref, GRACE[ref.name], source, "blocked for pdbMaxWait", "r1")
 
 
-def sequence(seed: int, refs: dict[str, act.PodRef]) -> list[list[act.Action]]:
-    """Rounds of actions (one executor run each), at most one eviction or deletion per pod."""
+def sequence(seed: int, refs: dict[str, act.PodRef], node: str) -> list[list[act.Action]]:
+    """Rounds of actions (one executor run each), at most one eviction or deletion per pod;
+    the node's holds are drawn apart, so the pods' actions are those each seed drew before."""
     rng = random.Random(seed)
+    holds = random.Random(f"hold-node-{seed}")
     rounds: list[list[act.Action]] = []
     stopped: set[str] = set()
     for i in range(6):
@@ -124,6 +128,9 @@ def sequence(seed: int, refs: dict[str, act.PodRef]) -> list[list[act.Action]]:
                     continue
                 stopped.add(name)
             actions.append(a)
+        hold = holds.choice(["keep", "hold", "let go"])
+        if hold != "keep":
+            actions.append(act.HoldNode(node, f"r{i}" if hold == "hold" else None))
         rounds.append(actions)
     return rounds
 
@@ -135,6 +142,9 @@ class Seen:
     events: Counter[tuple[str, str, str]]
     terminating: dict[str, int | None]
     """Pod -> the grace period of its termination (``None``: not terminating)."""
+    node: list[tuple[bool, str | None]]
+    """The node as read back after each round: scale-down disabled, the Disruption graceguard
+    holds it for."""
 
 
 def _sim_world() -> World:
@@ -168,15 +178,18 @@ def run_sim(seed: int) -> Seen:
     cluster = SimCluster(world)
     ex = executor.Executor(cluster=cluster, holds=cluster)
     # the world stays at NOW, as the real pods stay within their grace periods while the test runs
-    for i, actions in enumerate(sequence(seed, refs)):
+    node: list[tuple[bool, str | None]] = []
+    for i, actions in enumerate(sequence(seed, refs, "n1")):
         outcomes = asyncio.run(ex.run(actions, now=NOW + dt.timedelta(minutes=i)))
         assert all(o.ok for o in outcomes), outcomes
+        node.append(node_hold.read(world.nodes["n1"].annotations))
     pods = {p.name: p for p in world.pods}
     return Seen(
         annotations={n: _ours(pods[n].annotations) for n in PODS},
         stages={n: pods[n].notice_stage for n in PODS},
         events=Counter((e.pod.split("/")[1], e.reason, e.message) for e in cluster.events),
         terminating={n: _grace(pods[n]) for n in PODS},
+        node=node,
     )
 
 
@@ -193,9 +206,12 @@ def run_snapshot(seed: int) -> Seen:
         clock=lambda: NOW,
     )
     ex = executor.Executor(cluster=fake, holds=fake)
-    for i, actions in enumerate(sequence(seed, refs)):
+    node: list[tuple[bool, str | None]] = []
+    for i, actions in enumerate(sequence(seed, refs, "n1")):
         outcomes = asyncio.run(ex.run(actions, now=NOW + dt.timedelta(minutes=i)))
         assert all(o.ok for o in outcomes), outcomes
+        (n1,) = fake.snapshot.nodes
+        node.append((n1.scale_down_disabled, n1.held_for))
     pods = {p.name: p for p in fake.snapshot.pods}
     return Seen(
         annotations={n: _ours(dict(pods[n].annotations)) for n in PODS},
@@ -204,6 +220,7 @@ def run_snapshot(seed: int) -> Seen:
             (key.split("/")[1], reason, message) for key, reason, message in fake.events
         ),
         terminating={n: fake.terminations.get(f"default/{n}") for n in PODS},
+        node=node,
     )
 
 
@@ -215,16 +232,23 @@ def _grace(pod: SimPod) -> int | None:
 
 
 async def _run_kube(
-    kubeconfig: Any, namespace: str, rounds: Sequence[Sequence[act.Action]]
-) -> None:
+    kubeconfig: Any, node: str, rounds: Sequence[Sequence[act.Action]]
+) -> list[tuple[bool, str | None]]:
+    """Runs ``rounds``; the node as read back after each."""
     client = lightkube.AsyncClient(KubeConfig.from_file(kubeconfig), field_manager="gg-contract")
+    held: list[tuple[bool, str | None]] = []
     try:
         ex = executor.Executor(cluster=writer.LightkubeWriter(client, instance="contract"))
         for i, actions in enumerate(rounds):
             outcomes = await ex.run(actions, now=NOW + dt.timedelta(minutes=i))
             assert all(o.ok for o in outcomes), outcomes
+            found = await client.get(Node, node)
+            held.append(
+                node_hold.read((found.metadata.annotations if found.metadata else None) or {})
+            )
     finally:
         await client.close()
+    return held
 
 
 def run_kube(
@@ -236,7 +260,7 @@ def run_kube(
         started = run_pod(kube, namespace, spec)
         assert started.metadata is not None and started.metadata.uid is not None
         refs[name] = act.PodRef(namespace, name, started.metadata.uid)
-    asyncio.run(_run_kube(control_plane.kubeconfig, namespace, sequence(seed, refs)))
+    held = asyncio.run(_run_kube(control_plane.kubeconfig, node, sequence(seed, refs, node)))
     annotations: dict[str, dict[str, str]] = {}
     stages: dict[str, str | None] = {}
     terminating: dict[str, int | None] = {}
@@ -264,7 +288,7 @@ def run_kube(
         for e in gg.events(kube, namespace, name)
         if e.source is not None and e.source.component == writer.COMPONENT
     )
-    return Seen(annotations, stages, events, terminating)
+    return Seen(annotations, stages, events, terminating, held)
 
 
 def _ours(annotations: dict[str, str]) -> dict[str, str]:
@@ -288,5 +312,7 @@ def test_the_kubernetes_and_simulator_adapters_leave_the_same_cluster(
         assert real.stages == other.stages
         assert real.terminating == other.terminating
         assert real.events == other.events
+        assert real.node == other.node
     # the sequences do exercise the cluster: something was written on every run
     assert any(real.annotations.values()) or any(real.terminating.values())
+    assert any(held_for is not None for _, held_for in real.node), "the node was never held"

@@ -12,7 +12,7 @@ import datetime as dt
 from collections.abc import Callable
 
 from graceguard.controller import ports
-from graceguard.domain import cluster, disruption, pod_writes
+from graceguard.domain import cluster, disruption, node_hold, pod_writes
 from graceguard.engine import actions as act
 
 
@@ -105,14 +105,12 @@ class SnapshotCluster:
         )
 
     async def hold_node(self, *, node: str, request_id: str | None) -> None:
+        """The node as served after the hold's annotations (``node_hold``'s mapping) are
+        merged."""
         self.snapshot = dataclasses.replace(
             self.snapshot,
             nodes=tuple(
-                dataclasses.replace(
-                    n, scale_down_disabled=request_id is not None, held_for=request_id
-                )
-                if n.name == node
-                else n
+                _held(n, request_id=request_id) if n.name == node else n
                 for n in self.snapshot.nodes
             ),
         )
@@ -146,3 +144,10 @@ class SnapshotCluster:
 
     async def release(self, *, request_id: str, node: str, hold: disruption.Hold) -> None:
         self.released.append(request_id)
+
+
+def _held(node: cluster.Node, *, request_id: str | None) -> cluster.Node:
+    """``node`` read back after the hold for ``request_id`` (``None``: let go); the hold writes
+    both of its annotations every time, so what the node carried before does not matter."""
+    scale_down_disabled, held_for = node_hold.read(node_hold.merged({}, request_id=request_id))
+    return dataclasses.replace(node, scale_down_disabled=scale_down_disabled, held_for=held_for)

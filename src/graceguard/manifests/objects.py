@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from graceguard.domain import annotations as ann
-from graceguard.domain import cluster, intorpercent
+from graceguard.domain import cluster, intorpercent, node_hold
 from graceguard.manifests.errors import ManifestError
 from graceguard.manifests.pods import mapping, string_map
 
@@ -40,7 +40,7 @@ def node_from_manifest(doc: object) -> cluster.Node:
     taints = spec.get("taints")
     annotations = meta.get("annotations")
     annotations = annotations if isinstance(annotations, Mapping) else {}
-    held_for = annotations.get(ann.HELD_FOR)
+    scale_down_disabled, held_for = node_hold.read(annotations)
     return cluster.Node(
         name=name,
         labels=string_map(meta.get("labels"), "metadata.labels"),
@@ -51,8 +51,8 @@ def node_from_manifest(doc: object) -> cluster.Node:
             for t in (taints if isinstance(taints, list) else ())
             if isinstance(t, Mapping) and isinstance(t.get("key"), str)
         ),
-        scale_down_disabled=annotations.get(ann.CA_SCALE_DOWN_DISABLED) == "true",
-        held_for=held_for if isinstance(held_for, str) and held_for else None,
+        scale_down_disabled=scale_down_disabled,
+        held_for=held_for,
     )
 
 

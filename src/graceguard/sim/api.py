@@ -15,8 +15,7 @@ import datetime as dt
 import operator
 from typing import TYPE_CHECKING
 
-from graceguard.domain import annotations as ann
-from graceguard.domain import budgets, cluster
+from graceguard.domain import budgets, cluster, node_hold
 from graceguard.sim.pods import SimNode, SimPod
 from graceguard.sim.ports import Refusal, Webhook
 
@@ -68,7 +67,7 @@ class ApiServer:
     def snapshot(self, now: dt.datetime) -> cluster.Snapshot:
         world = self._world
         alive = world.fleet.alive(now)
-        notes = [n.annotations for n in alive]  # written in place by graceguard's node holds
+        notes = [n.annotations for n in alive]  # rewritten by graceguard's node holds
         seen = self._api_nodes
         if seen is None or seen[0] is not alive or seen[1] != notes:
             api = tuple(self.kube_node(n) for n in alive)
@@ -92,12 +91,13 @@ class ApiServer:
 
     def kube_node(self, node: SimNode) -> cluster.Node:
         """The node as the API server would serve it."""
+        scale_down_disabled, held_for = node_hold.read(node.annotations)
         return cluster.Node(
             node.name,
             labels=dict(node.labels),
             unschedulable=node.cordoned,
-            scale_down_disabled=node.annotations.get(ann.CA_SCALE_DOWN_DISABLED) == "true",
-            held_for=node.annotations.get(ann.HELD_FOR),
+            scale_down_disabled=scale_down_disabled,
+            held_for=held_for,
         )
 
     def kube_pod(self, pod: SimPod) -> cluster.Pod:

@@ -16,8 +16,7 @@ import dataclasses
 import datetime as dt
 
 from graceguard.controller import ports
-from graceguard.domain import annotations as ann
-from graceguard.domain import disruption, notices, pod_writes
+from graceguard.domain import disruption, node_hold, notices, pod_writes
 from graceguard.engine import actions as act
 from graceguard.sim.marks import MarkKind
 from graceguard.sim.pods import SimPod
@@ -123,12 +122,7 @@ class SimCluster:
         found = self.world.nodes.get(node)
         if found is None or found.end is not None:
             return
-        if request_id is None:
-            found.annotations.pop(ann.CA_SCALE_DOWN_DISABLED, None)
-            found.annotations.pop(ann.HELD_FOR, None)
-        else:
-            found.annotations[ann.CA_SCALE_DOWN_DISABLED] = "true"
-            found.annotations[ann.HELD_FOR] = request_id
+        found.annotations = node_hold.merged(found.annotations, request_id=request_id)
         self.changes += 1
 
     async def complete_disruption(

@@ -35,6 +35,7 @@ from lightkube.types import PatchType
 
 from graceguard.adapters.kube import node_agent, resources
 from graceguard.domain import annotations as ann
+from graceguard.domain import node_hold
 
 POD_OUTPUTS = (ann.EVICTION_AT, ann.EVICTION_REASON, ann.BLOCKED_SINCE, ann.DELETION_COST_AT)
 PROJECTABLE = frozenset(name for name, _ in ann.PROJECTION) | {ann.POD_DELETION_COST}
@@ -62,7 +63,7 @@ def node_patch(annotations: dict[str, str]) -> dict[str, Any] | None:
     """The merge patch taking back graceguard's hold from a node's annotations, or None."""
     if ann.HELD_FOR not in annotations:
         return None
-    return {"metadata": {"annotations": {ann.HELD_FOR: None, ann.CA_SCALE_DOWN_DISABLED: None}}}
+    return {"metadata": {"annotations": node_hold.annotation_changes(request_id=None)}}
 
 
 def _doc(found: object) -> dict[str, Any]:

@@ -26,8 +26,7 @@ from lightkube.types import PatchType
 from graceguard.adapters.kube import disruptions as kube_disruptions
 from graceguard.adapters.kube import events
 from graceguard.controller import ports
-from graceguard.domain import annotations as ann
-from graceguard.domain import disruption, pod_writes, times
+from graceguard.domain import disruption, node_hold, pod_writes, times
 from graceguard.engine import actions as act
 
 log = logging.getLogger(__name__)
@@ -132,12 +131,9 @@ class LightkubeWriter:
         )
 
     async def hold_node(self, *, node: str, request_id: str | None) -> None:
-        """``scale-down-disabled: "true"`` and ``graceguard.io/held-for`` on the node while
-        graceguard drains it; both removed with ``None``."""
-        changes = {
-            ann.CA_SCALE_DOWN_DISABLED: "true" if request_id is not None else None,
-            ann.HELD_FOR: request_id,
-        }
+        """The annotations ``node_hold`` maps the hold for ``request_id`` to (``None``: let
+        go), in one merge patch."""
+        changes = node_hold.annotation_changes(request_id=request_id)
         await self._client.patch(
             Node, node, {"metadata": {"annotations": changes}}, patch_type=PatchType.MERGE
         )
