@@ -55,6 +55,7 @@ class LiveAdmissionState:
         self._client = client
         self._metrics = metrics or webhook_metrics.WebhookMetrics()
         self._view = view.ClusterView(client)
+        self._owners = view.ReplicaSetOwners(self._view.replicasets.store)
         quiet = asyncio.Event()  # what facts do not read changes nothing the rebuild uses
         self._nodes = Informer(
             client=client, resource=resources.Node, convert=view.compact_node, changed=quiet
@@ -92,11 +93,11 @@ class LiveAdmissionState:
         return None if found is None else self._resolved(found)
 
     def _resolved(self, pod: cluster.Pod) -> cluster.Pod:
+        """``pod`` counting toward its workload's owner (``cluster.owned_by``), as the
+        controller's snapshot has it."""
         w = pod.workload
-        if w is not None and w.kind == "ReplicaSet":
-            entry = self._view.replicasets.store.get(f"{w.namespace}/{w.name}")
-            if entry is not None and entry.owner is not None:
-                return dataclasses.replace(pod, workload=entry.owner)
+        if w is not None and (owner := cluster.owned_by(w, self._owners)) is not w:
+            return dataclasses.replace(pod, workload=owner)
         return pod
 
     async def fetch_pod(self, namespace: str, name: str) -> cluster.Pod | None:
