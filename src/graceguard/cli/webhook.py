@@ -39,86 +39,101 @@ def default_trusted_user() -> str:
     return f"system:serviceaccount:{namespace}:{CONTROLLER_ACCOUNT}"
 
 
+Host = Annotated[str, typer.Option(help="Address the HTTPS server listens on.")]
+Port = Annotated[int, typer.Option(help="Port of the HTTPS server.")]
+TlsCert = Annotated[
+    pathlib.Path | None,
+    typer.Option(envvar="GRACEGUARD_TLS_CERT", help="Serving certificate (PEM), e.g. tls.crt."),
+]
+TlsKey = Annotated[
+    pathlib.Path | None,
+    typer.Option(envvar="GRACEGUARD_TLS_KEY", help="Its private key (PEM), e.g. tls.key."),
+]
+SelfSigned = Annotated[
+    pathlib.Path | None,
+    typer.Option(
+        metavar="DIR",
+        help="For development: make (once) a CA and a certificate for --tls-host in this "
+        "directory and serve with them; put DIR/ca.crt, base64, in the caBundle.",
+    ),
+]
+TlsHosts = Annotated[
+    list[str] | None,
+    typer.Option(help="Host names and IPs of the self-signed certificate (repeatable)."),
+]
+TrustedUsers = Annotated[
+    list[str] | None,
+    typer.Option(
+        help="Username whose evictions are graceguard's own and always admitted "
+        "(repeatable); default: system:serviceaccount:$POD_NAMESPACE:graceguard, the "
+        "controller's ServiceAccount."
+    ),
+]
+Failure = Annotated[
+    FailurePolicy,
+    typer.Option(
+        case_sensitive=False,
+        help="When it cannot decide (cache not synced, pod unreadable): Fail refuses, "
+        "Ignore allows. With --arm-configuration, also set on that configuration once "
+        "this replica serves.",
+    ),
+]
+ArmConfiguration = Annotated[
+    str | None,
+    typer.Option(
+        help="The ValidatingWebhookConfiguration registered with failurePolicy Ignore (the "
+        "chart's) on which this replica sets --failure-policy once it serves with its cache "
+        "synced, and keeps it set; an install whose webhook never runs then blocks nothing."
+    ),
+]
+ControllerLease = Annotated[
+    str | None,
+    typer.Option(
+        help="The controller's Lease in the webhook's namespace ($POD_NAMESPACE): while no "
+        "controller holds it (missing, or not renewed for its duration + 30s), evictions are "
+        "decided without takeover, since nobody would carry one out."
+    ),
+]
+LedgerUrl = Annotated[
+    str | None,
+    typer.Option(
+        "--ledger",
+        envvar="GRACEGUARD_LEDGER",
+        help="Where refusals are recorded (as for `graceguard controller`); 'none' records "
+        "nothing. Default: sqlite+aiosqlite:///graceguard-ledger.db.",
+    ),
+]
+ReportEvery = Annotated[
+    str, typer.Option(help="One event and ledger record per pod, source and rule per period.")
+]
+FactsInterval = Annotated[
+    float, typer.Option(help="Seconds between rebuilds of the floors from the cache (min).")
+]
+MaxBody = Annotated[int, typer.Option(help="Largest review body accepted, bytes.")]
+Identity = Annotated[
+    str | None,
+    typer.Option(envvar="POD_NAME", help="This replica's name in its events."),
+]
+
+
 def webhook(
     *,
     kubeconfig: process_command.Kubeconfig = None,
-    host: Annotated[str, typer.Option(help="Address the HTTPS server listens on.")] = "0.0.0.0",
-    port: Annotated[int, typer.Option(help="Port of the HTTPS server.")] = 8443,
-    tls_cert: Annotated[
-        pathlib.Path | None,
-        typer.Option(envvar="GRACEGUARD_TLS_CERT", help="Serving certificate (PEM), e.g. tls.crt."),
-    ] = None,
-    tls_key: Annotated[
-        pathlib.Path | None,
-        typer.Option(envvar="GRACEGUARD_TLS_KEY", help="Its private key (PEM), e.g. tls.key."),
-    ] = None,
-    self_signed: Annotated[
-        pathlib.Path | None,
-        typer.Option(
-            metavar="DIR",
-            help="For development: make (once) a CA and a certificate for --tls-host in this "
-            "directory and serve with them; put DIR/ca.crt, base64, in the caBundle.",
-        ),
-    ] = None,
-    tls_host: Annotated[
-        list[str] | None,
-        typer.Option(help="Host names and IPs of the self-signed certificate (repeatable)."),
-    ] = None,
-    trusted_user: Annotated[
-        list[str] | None,
-        typer.Option(
-            help="Username whose evictions are graceguard's own and always admitted "
-            "(repeatable); default: system:serviceaccount:$POD_NAMESPACE:graceguard, the "
-            "controller's ServiceAccount."
-        ),
-    ] = None,
-    failure_policy: Annotated[
-        FailurePolicy,
-        typer.Option(
-            case_sensitive=False,
-            help="When it cannot decide (cache not synced, pod unreadable): Fail refuses, "
-            "Ignore allows. With --arm-configuration, also set on that configuration once "
-            "this replica serves.",
-        ),
-    ] = FailurePolicy.FAIL,
-    arm_configuration: Annotated[
-        str | None,
-        typer.Option(
-            help="The ValidatingWebhookConfiguration registered with failurePolicy Ignore (the "
-            "chart's) on which this replica sets --failure-policy once it serves with its cache "
-            "synced, and keeps it set; an install whose webhook never runs then blocks nothing."
-        ),
-    ] = None,
-    controller_lease: Annotated[
-        str | None,
-        typer.Option(
-            help="The controller's Lease in the webhook's namespace ($POD_NAMESPACE): while no "
-            "controller holds it (missing, or not renewed for its duration + 30s), evictions are "
-            "decided without takeover, since nobody would carry one out."
-        ),
-    ] = None,
-    ledger_url: Annotated[
-        str | None,
-        typer.Option(
-            "--ledger",
-            envvar="GRACEGUARD_LEDGER",
-            help="Where refusals are recorded (as for `graceguard controller`); 'none' records "
-            "nothing. Default: sqlite+aiosqlite:///graceguard-ledger.db.",
-        ),
-    ] = None,
-    report_every: Annotated[
-        str, typer.Option(help="One event and ledger record per pod, source and rule per period.")
-    ] = "10m",
-    facts_interval: Annotated[
-        float, typer.Option(help="Seconds between rebuilds of the floors from the cache (min).")
-    ] = 1.0,
-    max_body: Annotated[int, typer.Option(help="Largest review body accepted, bytes.")] = (
-        webhook_server.MAX_BODY
-    ),
-    identity: Annotated[
-        str | None,
-        typer.Option(envvar="POD_NAME", help="This replica's name in its events."),
-    ] = None,
+    host: Host = "0.0.0.0",
+    port: Port = 8443,
+    tls_cert: TlsCert = None,
+    tls_key: TlsKey = None,
+    self_signed: SelfSigned = None,
+    tls_host: TlsHosts = None,
+    trusted_user: TrustedUsers = None,
+    failure_policy: Failure = FailurePolicy.FAIL,
+    arm_configuration: ArmConfiguration = None,
+    controller_lease: ControllerLease = None,
+    ledger_url: LedgerUrl = None,
+    report_every: ReportEvery = "10m",
+    facts_interval: FactsInterval = 1.0,
+    max_body: MaxBody = webhook_server.MAX_BODY,
+    identity: Identity = None,
     metrics_port: process_command.MetricsPort = 8080,
     health_port: process_command.HealthPort = 8081,
     probe_host: process_command.ProbeHost = "0.0.0.0",
@@ -134,12 +149,7 @@ def webhook(
     refused with 429 and a message saying when to retry.
     """
     supervisor.setup_logging(verbose=verbose)
-    try:
-        every = durations.parse_duration(report_every)
-    except durations.DurationError as err:
-        raise files.fail(f"--report-every: {err}") from None
-    if every <= dt.timedelta(0):
-        raise files.fail("--report-every: must be positive")
+    every = _report_period(report_every)
     url = None if (ledger_url or "").lower() == "none" else (ledger_url or ledger_store.DEFAULT_URL)
     try:
         _check_options(
@@ -153,12 +163,7 @@ def webhook(
         )
         if arm_configuration is not None:
             options.check_dns_subdomain("--arm-configuration", arm_configuration)
-        lease_at = None
-        if controller_lease is not None:
-            options.check_dns_subdomain("--controller-lease", controller_lease)
-            lease_namespace = os.environ.get("POD_NAMESPACE", "")
-            options.check_dns_label("$POD_NAMESPACE", lease_namespace)
-            lease_at = (lease_namespace, controller_lease)
+        lease_at = _controller_lease_at(controller_lease)
         tls = _tls(self_signed, tls_cert, tls_key, tls_host)
         options.check_listen("--host", host, {"--port": port})
         options.check_listen("--probe-host", probe_host, {"--metrics-port": metrics_port})
@@ -185,6 +190,28 @@ def webhook(
             probe_host=probe_host,
         )
     )
+
+
+def _report_period(report_every: str) -> dt.timedelta:
+    """``--report-every`` as a positive period (else one line and exit 2)."""
+    try:
+        every = durations.parse_duration(report_every)
+    except durations.DurationError as err:
+        raise files.fail(f"--report-every: {err}") from None
+    if every <= dt.timedelta(0):
+        raise files.fail("--report-every: must be positive")
+    return every
+
+
+def _controller_lease_at(controller_lease: str | None) -> tuple[str, str] | None:
+    """The controller's Lease as (namespace, name): ``--controller-lease`` in the webhook's own
+    namespace ($POD_NAMESPACE), each checked (``files.InputError``); ``None`` without it."""
+    if controller_lease is None:
+        return None
+    options.check_dns_subdomain("--controller-lease", controller_lease)
+    lease_namespace = os.environ.get("POD_NAMESPACE", "")
+    options.check_dns_label("$POD_NAMESPACE", lease_namespace)
+    return (lease_namespace, controller_lease)
 
 
 def _check_options(

@@ -107,31 +107,19 @@ def decide(
         blockers=blockers,
     )
 
-    opening: win.Opening | None = None
-    if request.disruption_class is disruption.DisruptionClass.VOLUNTARY:
-        windows = pol.windows_for(request.source)
-        if windows:
-            moved = previous is not None and scheduled
-            target, opening = _in_window(
-                windows,
-                target=target,
-                now=now,
-                fresh=whole_second(now + lead) if moved else None,
-                used=used_windows,
-                blockers=blockers,
-            )
-
-    latest: dt.datetime | None = None
-    exceeded = False
-    deadline = request.effective_deadline
-    if deadline is not None and request.disruption_class is not disruption.DisruptionClass.FAILED:
-        end = min(phase_end, deadline) if phase_end is not None else deadline
-        latest = end - pod.grace
-        if latest < now:
-            exceeded = True
-            latest = now
-        target = _by_deadline(target, latest=latest, deadline=deadline, blockers=blockers)
-
+    target, opening = _in_maintenance_window(
+        request,
+        pol,
+        target=target,
+        now=now,
+        lead=lead,
+        moved=previous is not None and scheduled,
+        used=used_windows,
+        blockers=blockers,
+    )
+    target, latest, exceeded = _under_deadline(
+        request, pod, target=target, phase_end=phase_end, now=now, blockers=blockers
+    )
     return PodDecision(
         pod=pod,
         protection=prot,
@@ -169,6 +157,58 @@ def _after_notice(
             )
         )
     return target
+
+
+def _in_maintenance_window(
+    request: disruption.DisruptionRequest,
+    pol: policy.Policy,
+    *,
+    target: dt.datetime,
+    now: dt.datetime,
+    lead: dt.timedelta,
+    moved: bool,
+    used: frozenset[dt.datetime],
+    blockers: list[Blocker],
+) -> tuple[dt.datetime, win.Opening | None]:
+    """A voluntary eviction's time in the next maintenance window that applies to its source,
+    with that window's opening (``_in_window``; ``moved``: the pod was told its
+    ``ScheduledEviction``, so a moved eviction needs a fresh notice of ``lead``); any other
+    eviction's time unchanged, with none."""
+    if request.disruption_class is not disruption.DisruptionClass.VOLUNTARY:
+        return target, None
+    windows = pol.windows_for(request.source)
+    if not windows:
+        return target, None
+    fresh = whole_second(now + lead) if moved else None
+    return _in_window(windows, target=target, now=now, fresh=fresh, used=used, blockers=blockers)
+
+
+def _under_deadline(
+    request: disruption.DisruptionRequest,
+    pod: cluster.Pod,
+    *,
+    target: dt.datetime,
+    phase_end: dt.datetime | None,
+    now: dt.datetime,
+    blockers: list[Blocker],
+) -> tuple[dt.datetime, dt.datetime | None, bool]:
+    """Under the request's deadline (a failed node's has none that helps): the eviction time
+    pulled back to the last instant to ask the pod to stop its whole grace before the deadline,
+    or its phase's end (``_by_deadline``); that instant; whether it is already past (the pod is
+    then asked now). Without a deadline: ``target``, ``None``, ``False``."""
+    deadline = request.effective_deadline
+    if deadline is None or request.disruption_class is disruption.DisruptionClass.FAILED:
+        return target, None, False
+    end = min(phase_end, deadline) if phase_end is not None else deadline
+    latest = end - pod.grace
+    exceeded = latest < now
+    if exceeded:
+        latest = now
+    return (
+        _by_deadline(target, latest=latest, deadline=deadline, blockers=blockers),
+        latest,
+        exceeded,
+    )
 
 
 def _by_deadline(
