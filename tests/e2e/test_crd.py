@@ -537,6 +537,7 @@ CAN: list[tuple[str, ...]] = [
     ("policy status", "patch", "disruptionpolicies.graceguard.io", "--subresource=status"),
     ("disruptions", "watch", "disruptions.graceguard.io"),
     ("delete a disruption", "delete", "disruptions.graceguard.io"),
+    ("open a disruption", "create", "disruptions.graceguard.io"),  # a node's deadline (2b85e9b)
     ("disruption status", "patch", "disruptions.graceguard.io", "--subresource=status"),
     ("lease create", "create", "leases.coordination.k8s.io", "-n", NAMESPACE),
     ("lease update", "update", "leases.coordination.k8s.io/graceguard-controller", "-n", NAMESPACE),
@@ -551,8 +552,7 @@ CANNOT: list[tuple[str, ...]] = [
     ("update deployments", "update", "deployments.apps", "-A"),
     ("patch scale", "patch", "deployments.apps", "--subresource=scale", "-A"),
     ("write policies", "update", "disruptionpolicies.graceguard.io"),
-    # the controller reconciles Disruptions; graceguard drain (a user) and the webhook open them
-    ("open a disruption", "create", "disruptions.graceguard.io"),
+    # the controller opens Disruptions (a node's deadline, the AWS queue), never rewrites one
     ("rewrite a disruption", "update", "disruptions.graceguard.io"),
     ("other lease", "update", "leases.coordination.k8s.io/kube-scheduler", "-n", "kube-system"),
     ("other lease here", "update", "leases.coordination.k8s.io/someone-else", "-n", NAMESPACE),
