@@ -127,12 +127,10 @@ def _requests(
 ) -> list[tuple[str, str]]:
     """The replayed writes as ``(kind, target)``, interleaved as graceguard's are (a pod's event
     beside its patch), spread over the bench's pods and nodes in turn."""
-    if not pods:
-        raise ValueError("the ceiling needs at least one of the bench's pods")
     lanes = []
     for verb, resource in REPLAYED:
         n = writes.get((verb, resource), 0)
-        targets = itertools.cycle(nodes if resource == "nodes" else pods)
+        targets = itertools.cycle(nodes if resource == "nodes" else pods or [""])
         if resource == "nodes" and not nodes:
             continue
         lanes.append([(resource, next(targets)) for _ in range(n)])
@@ -174,20 +172,25 @@ async def _one(kube: lightkube.AsyncClient, kind: str, target: str, namespace: s
 async def _evictable(
     kube: lightkube.AsyncClient, requests: list[tuple[str, str]], namespace: str, concurrency: int
 ) -> list[tuple[str, str]]:
-    """``requests`` with each eviction aimed at a pod of its own, made for this pass on the
-    ceiling's kwok node (made before the pass is timed)."""
-    fresh = [f"ceiling-{concurrency}-{n}" for n, (kind, _) in enumerate(requests) if kind == EVICT]
-    if not fresh:
+    """``requests`` with each eviction aimed at a pod of its own, and pod writes without a
+    target (the bench's own pods are gone) spread over up to 100 others: both made for this pass
+    on the ceiling's kwok node before the pass is timed (a pod written to is never one evicted:
+    the order of the replayed writes is not graceguard's, and an evicted pod may be gone)."""
+    evictions = sum(1 for kind, _ in requests if kind == EVICT)
+    untargeted = sum(1 for kind, target in requests if kind != EVICT and not target)
+    evicted = [f"ceiling-{concurrency}-e{n}" for n in range(evictions)]
+    written = [f"ceiling-{concurrency}-w{n}" for n in range(min(untargeted, 100))]
+    if not evicted and not written:
         return requests
     bodies = (
         kwokbench.pod_body(
             name, namespace=namespace, node=CEILING_NODE, app="ceiling", grace_seconds=0
         )
-        for name in fresh
+        for name in (*evicted, *written)
     )
     await kwokbench.create_all(kube, resources.Pod, bodies)
-    names = iter(fresh)
-    return [(kind, next(names)) if kind == EVICT else (kind, t) for kind, t in requests]
+    names, spread = iter(evicted), itertools.cycle(written or [""])
+    return [(kind, next(names) if kind == EVICT else t or next(spread)) for kind, t in requests]
 
 
 async def _pass(
@@ -224,13 +227,15 @@ def measure(
     writes: Mapping[tuple[str, str], int],
     *,
     namespace: str,
-    pods: Sequence[str],
+    pods: Sequence[str] = (),
     nodes: Sequence[str] = (),
     concurrencies: Sequence[int] = CONCURRENCIES,
 ) -> Ceiling:
-    """The same numbers of the replayable ``writes``, one pass per concurrency; the fastest."""
+    """The same numbers of the replayable ``writes``, one pass per concurrency; the fastest.
+    Pod writes go to ``pods`` in turn (none: to pods made for each pass), node writes to
+    ``nodes``."""
     requests = _requests(writes, namespace=namespace, pods=pods, nodes=nodes)
-    if any(kind == EVICT for kind, _ in requests):
+    if any(kind == EVICT or not target for kind, target in requests):
         asyncio.run(_ceiling_node(cp))
     replayed: dict[str, int] = {}
     for kind, _ in requests:
