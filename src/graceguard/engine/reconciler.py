@@ -198,8 +198,10 @@ def plan_node(
     allowances: budgets.Allowances | None = None,
     companions: Sequence[cluster.Pod] = (),
 ) -> tuple[list[act.Action], list[PodPlan], dt.datetime | None]:
-    """Plan the pods of one node for the requests open on it (the most urgent one leads), and
-    the ``companions`` that go with them: the other members of their gangs (``_companions``)."""
+    """Plan the pods of one node for the requests open on it (the most urgent one leads the
+    node: its cordon, hold, deadline and phases), each pod for the request that covers it
+    (``_NodePlanner.covering``), and the ``companions`` that go with them: the other members of
+    their gangs (``_companions``), planned for the lead."""
     planner = _NodePlanner(
         idx=idx,
         requests=requests,
@@ -237,6 +239,7 @@ class _NodePlanner:
     ) -> None:
         self.idx = idx
         self.companions = companions
+        self.companion_keys = frozenset(p.key for p in companions)
         # One request per node is the common case: nothing to order.
         self.requests = sorted(requests, key=_urgency) if len(requests) > 1 else list(requests)
         self.lead = self.requests[0]
@@ -359,8 +362,19 @@ class _NodePlanner:
         if expected_end is not None:
             self.not_before = max(self.not_before or expected_end, expected_end)
 
+    def covering(self, pod: cluster.Pod) -> disruption.DisruptionRequest:
+        """The request ``pod`` is planned, noticed and evicted for: the most urgent of those that
+        cover it (``requests`` is in that order); the lead for a gang companion. A notice names
+        its request's source, and ``decision.previous_notice`` keeps a told time for that source
+        only: a pod planned for the lead instead would be told again, for its own request, once
+        the lead finished."""
+        if len(self.requests) == 1 or pod.key in self.companion_keys:
+            return self.lead
+        return next((r for r in self.requests if r.covers(pod)), self.lead)
+
     def _plan_pod(self, pod: cluster.Pod, k: int, phase_end: dt.datetime | None) -> PodPlan:
         lead = self.lead
+        request = self.covering(pod)
         prot = self.reader.read(pod, self.now)
         ref = projection.ref(pod)
         d: decision.PodDecision | None = None
@@ -377,22 +391,22 @@ class _NodePlanner:
             d = decision.decide(
                 pod=pod,
                 prot=prot,
-                request=lead,
+                request=request,
                 pol=self.pol,
                 now=self.now,
                 phase_end=phase_end,
                 not_before=self.not_before,
                 used_windows=_used(self.idx.snapshot, pod),
             )
-            self._notify(pod, ref, d)
-            status, force_at, blocked = self._act_on_due_pod(pod, ref, d)
+            self._notify(pod, ref, d, request)
+            status, force_at, blocked = self._act_on_due_pod(pod, ref, d, request)
             if d.deadline_exceeded:
                 self._note_short(pod, self.now)
         return PodPlan(
             ref,
             self.node,
-            lead.id,
-            lead.source,
+            request.id,
+            request.source,
             self.pol.priority_phases[k].name,
             status,
             d.eviction_at if d else None,
@@ -416,24 +430,30 @@ class _NodePlanner:
         )
         return True
 
-    def _notify(self, pod: cluster.Pod, ref: act.PodRef, d: decision.PodDecision) -> None:
+    def _notify(
+        self,
+        pod: cluster.Pod,
+        ref: act.PodRef,
+        d: decision.PodDecision,
+        request: disruption.DisruptionRequest,
+    ) -> None:
         """A ProposedEviction when the pod is (re)nominated, a ScheduledEviction when its notice
-        lead before the eviction begins."""
-        source = self.lead.source
+        lead before the eviction begins; both for ``request``, the one covering the pod."""
+        source = request.source
         stage = pod.notice_stage
         if d.renominate:
             proposed = notices.NoticeReason.PROPOSED
             notice = notices.Notice(
                 proposed, self.now, d.eviction_at, source, _protected_by(d.protection, self.now)
             )
-            self.out.append(act.PostNotice(ref, notice, self.lead.id))
+            self.out.append(act.PostNotice(ref, notice, request.id))
             stage = proposed.value
         if stage == notices.NoticeReason.SCHEDULED.value:
             return
         if self.now >= d.scheduled_notice_at - NOTICE_EARLY:
             scheduled = notices.NoticeReason.SCHEDULED
             notice = notices.Notice(scheduled, self.now, d.eviction_at, source)
-            self.out.append(act.PostNotice(ref, notice, self.lead.id))
+            self.out.append(act.PostNotice(ref, notice, request.id))
         else:
             self.wake.at_least(d.scheduled_notice_at - NOTICE_EARLY, self.now)
 
@@ -443,9 +463,14 @@ class _NodePlanner:
         return self.earlier_live > 0 and d.latest is not None and self.now < d.latest
 
     def _act_on_due_pod(
-        self, pod: cluster.Pod, ref: act.PodRef, d: decision.PodDecision
+        self,
+        pod: cluster.Pod,
+        ref: act.PodRef,
+        d: decision.PodDecision,
+        request: disruption.DisruptionRequest,
     ) -> tuple[PlanStatus, dt.datetime | None, tuple[decision.Blocker, ...]]:
-        now, lead, out = self.now, self.lead, self.out
+        """Evict, hold or force-delete ``pod`` once due, for ``request``: the one covering it."""
+        now, out = self.now, self.out
         if now < d.eviction_at:
             self.wake.at_least(d.eviction_at, now)
             return PlanStatus.WAITING, None, ()
@@ -464,9 +489,9 @@ class _NodePlanner:
         if refusal is None:
             self.allowances.consume(pod, pdbs, floor)
             if d.deadline_exceeded:
-                message = _exceeded_message(pod, lead, now)
-                out.append(act.ReportDeadlineExceeded(ref, message, lead.id))
-            out.append(act.Evict(ref, pod.grace_seconds, lead.source, lead.id, window))
+                message = _exceeded_message(pod, request, now)
+                out.append(act.ReportDeadlineExceeded(ref, message, request.id))
+            out.append(act.Evict(ref, pod.grace_seconds, request.source, request.id, window))
             return PlanStatus.EVICTING, None, ()
         since = _blocked_since(pod) or now
         force_at = since + self.pol.pdb_max_wait
@@ -475,7 +500,7 @@ class _NodePlanner:
         blocker = decision.Blocker("budget", refusal, force_at)
         if now < force_at:
             if _blocked_since(pod) is None:
-                out.append(act.MarkBlocked(ref, now, refusal, force_at, lead.id))
+                out.append(act.MarkBlocked(ref, now, refusal, force_at, request.id))
             self.wake.at_least(force_at, now)
             return PlanStatus.BLOCKED, force_at, (blocker,)
         self.allowances.consume(pod, pdbs, floor)
@@ -483,12 +508,12 @@ class _NodePlanner:
             f"blocked since {times.format_time(since)} for pdbMaxWait "
             f"{durations.format_duration(self.pol.pdb_max_wait)}: {refusal}"
             if force_at == since + self.pol.pdb_max_wait
-            else f"the node goes at {_format_opt(lead.effective_deadline)}: {refusal}"
+            else f"the node goes at {_format_opt(request.effective_deadline)}: {refusal}"
         )
         if d.deadline_exceeded:
-            message = _exceeded_message(pod, lead, now)
-            out.append(act.ReportDeadlineExceeded(ref, message, lead.id))
-        out.append(act.ForceDelete(ref, pod.grace_seconds, lead.source, why, lead.id, window))
+            message = _exceeded_message(pod, request, now)
+            out.append(act.ReportDeadlineExceeded(ref, message, request.id))
+        out.append(act.ForceDelete(ref, pod.grace_seconds, request.source, why, request.id, window))
         return PlanStatus.FORCED, force_at, (blocker,)
 
     def _complete(self, live: list[cluster.Pod]) -> None:
