@@ -36,7 +36,7 @@ from lightkube.resources.core_v1 import Namespace, Pod
 from lightkube.types import PatchType
 
 import kwokbench
-from graceguard.adapters.kube import resources
+from graceguard.adapters.kube import events, resources
 
 if TYPE_CHECKING:
     import controlplane  # hack/: on the path once kwokbench is imported
@@ -119,42 +119,33 @@ class Ceiling:
 
 
 def _requests(
-    writes: Mapping[tuple[str, str], int],
-    *,
-    namespace: str,
-    pods: Sequence[str],
-    nodes: Sequence[str],
+    writes: Mapping[tuple[str, str], int], *, pods: Sequence[str], nodes: Sequence[str]
 ) -> list[tuple[str, str]]:
     """The replayed writes as ``(kind, target)``, interleaved as graceguard's are (a pod's event
     beside its patch), spread over the bench's pods and nodes in turn."""
     lanes = []
     for verb, resource in REPLAYED:
-        n = writes.get((verb, resource), 0)
-        targets = itertools.cycle(nodes if resource == "nodes" else pods or [""])
         if resource == "nodes" and not nodes:
             continue
+        n = writes.get((verb, resource), 0)
+        targets = itertools.cycle(nodes if resource == "nodes" else pods or [""])
         lanes.append([(resource, next(targets)) for _ in range(n)])
     return [r for group in itertools.zip_longest(*lanes) for r in group if r is not None]
 
 
 async def _one(kube: lightkube.AsyncClient, kind: str, target: str, namespace: str, n: int) -> None:
-    if kind == "events":
-        body = {
-            "apiVersion": "v1",
-            "kind": "Event",
-            "metadata": {"generateName": f"{target}.", "namespace": namespace},
-            "involvedObject": {
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "name": target,
-                "namespace": namespace,
-            },
-            "reason": PROBE_REASON,
-            "message": f"the bench's ceiling pass, write {n}",
-            "type": "Normal",
-            "source": {"component": "bench"},
-        }
-        await kube.create(resources.Event.from_dict(body))
+    if kind == "events":  # the Event graceguard's writer posts, with the probe's reason
+        probe = events.event(
+            involved=events.pod_object(namespace=namespace, name=target, uid=None),
+            namespace=namespace,
+            reason=PROBE_REASON,
+            message=f"the bench's ceiling pass, write {n}",
+            warning=False,
+            source={"component": "bench"},
+            reporting_component="bench",
+            reporting_instance="ceiling",
+        )
+        await kube.create(probe)
         return
     if kind == "pods/eviction":
         eviction = Pod.Eviction(metadata=ObjectMeta(name=target, namespace=namespace))
@@ -234,7 +225,7 @@ def measure(
     """The same numbers of the replayable ``writes``, one pass per concurrency; the fastest.
     Pod writes go to ``pods`` in turn (none: to pods made for each pass), node writes to
     ``nodes``."""
-    requests = _requests(writes, namespace=namespace, pods=pods, nodes=nodes)
+    requests = _requests(writes, pods=pods, nodes=nodes)
     if any(kind == EVICT or not target for kind, target in requests):
         asyncio.run(_ceiling_node(cp))
     replayed: dict[str, int] = {}
