@@ -73,13 +73,21 @@ def accepted_as(cp: controlplane.ControlPlane, status: str) -> tuple[str, int, s
     return found if found is not None and found[0] == status else None
 
 
-def invalid_policy_events(kube: Client) -> list[Event]:
+def invalid_policy_events(kube: Client, *, uid: str, generation: int) -> list[Event]:
+    """The InvalidPolicy events about this policy object's ``generation``.
+
+    Chosen by the object's uid and the generation the message names, never by position: events
+    are listed by name, and a generated name says nothing of when it was made, while earlier tests
+    leave their own InvalidPolicy events about earlier ``default`` policies in the namespace.
+    """
     return [
         e
         for e in kube.list(Event, namespace="default")
         if e.involvedObject.kind == "DisruptionPolicy"
         and e.involvedObject.name == "default"
+        and e.involvedObject.uid == uid
         and e.reason == "InvalidPolicy"
+        and f"generation {generation} is not valid" in (e.message or "")
     ]
 
 
@@ -122,7 +130,7 @@ def test_the_last_good_policy_governs_after_a_restart(  # noqa: PLR0915 - one st
         assert in_force["spec"]["maintenanceWindows"][0]["schedule"] == WINDOW["schedule"]
 
         # The bad spec: taken by the apiserver, refused by the controller, told once.
-        events_before = len(invalid_policy_events(kube))
+        uid = stored_policy(control_plane)["metadata"]["uid"]
         apply_policy(control_plane, {**good, "maintenanceWindows": [BAD_WINDOW]})
         _, bad_generation, message = wait_until(
             lambda: accepted_as(control_plane, "False"),
@@ -133,7 +141,7 @@ def test_the_last_good_policy_governs_after_a_restart(  # noqa: PLR0915 - one st
         assert "spec.maintenanceWindows[0].schedule" in message
         assert f"generation {good_generation}, the last accepted" in message, message
         (event,) = wait_until(
-            lambda: invalid_policy_events(kube)[events_before:] or None,
+            lambda: invalid_policy_events(kube, uid=uid, generation=bad_generation) or None,
             timeout=20,
             what="the InvalidPolicy event",
         )
@@ -180,7 +188,7 @@ def test_the_last_good_policy_governs_after_a_restart(  # noqa: PLR0915 - one st
             assert told_at() == expected
             time.sleep(0.5)
         # The new leader did not tell of the same bad generation again.
-        assert len(invalid_policy_events(kube)[events_before:]) == 1
+        assert len(invalid_policy_events(kube, uid=uid, generation=bad_generation)) == 1
         assert accepted(control_plane) == ("False", bad_generation, message)
     finally:
         first.kill()
