@@ -25,7 +25,7 @@ import sys
 import tarfile
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any, Protocol
+from typing import IO, Any
 
 LAYOUT_VERSION = "1.0.0"
 MEDIA_INDEX = "application/vnd.oci.image.index.v1+json"
@@ -65,15 +65,10 @@ class ImageConfig:
     labels: Mapping[str, str]
 
 
-class _Sink(Protocol):
-    def write(self, data: bytes, /) -> int: ...
-    def flush(self) -> None: ...
-
-
 class _Hashing:
     """A write-only file that hashes what passes through it into ``sink`` (if any)."""
 
-    def __init__(self, sink: _Sink | None) -> None:
+    def __init__(self, sink: IO[bytes] | gzip.GzipFile | None) -> None:
         self.sink = sink
         self.sha = hashlib.sha256()
         self.size = 0

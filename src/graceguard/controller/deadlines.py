@@ -23,8 +23,7 @@ import contextlib
 import datetime as dt
 import logging
 from collections import defaultdict
-from collections.abc import Callable, Sequence
-from typing import Protocol
+from collections.abc import Callable
 
 from graceguard.controller import ports
 from graceguard.domain import cluster, deadlines
@@ -36,19 +35,11 @@ POLL = dt.timedelta(seconds=5)
 """How often the deadlines are looked at again without a change (one coming within reach)."""
 
 
-class Announcements(Protocol):
-    """What the nodes and NodeClaims announce now (``adapters.kube.deadlines``)."""
-
-    changed: asyncio.Event
-
-    def announced(self) -> Sequence[deadlines.NodeDeadline | deadlines.Problem]: ...
-
-
 class DeadlineSource:
     def __init__(
         self,
         *,
-        announcements: Announcements,
+        announcements: ports.Announcements,
         view: ports.View,
         leadership: ports.Leadership,
         disruptions: ports.Disruptions,

@@ -16,6 +16,7 @@ from typing import Protocol
 
 from graceguard.domain import (
     cluster,
+    deadlines,
     disruption,
     interruptions,
     ledger,
@@ -282,6 +283,15 @@ class Disruptions(Protocol):
     async def phase(self, *, request_id: str) -> disruption.Phase | None:
         """Its phase now (``Pending`` when nothing is reported yet); ``None`` when there is no
         such object."""
+
+
+class Announcements(Protocol):
+    """The deadlines the nodes and NodeClaims announce now (``adapters.kube.deadlines``)."""
+
+    changed: asyncio.Event
+
+    def announced(self) -> Sequence[deadlines.NodeDeadline | deadlines.Problem]:
+        """Every node's announced deadline, and each value that could not be read."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
