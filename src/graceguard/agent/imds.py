@@ -20,7 +20,8 @@ import datetime as dt
 import logging
 from collections.abc import Callable
 
-from graceguard.agent import metrics, ports, service
+from graceguard.agent import metrics as agent_metrics
+from graceguard.agent import ports, service
 from graceguard.domain import disruption, interruptions, policy, times
 from graceguard.manifests import disruptions
 
@@ -41,7 +42,9 @@ class MetadataWatcher:
         events: ports.PodEvents,
         clock: Callable[[], dt.datetime],
         poll: float = POLL,
+        metrics: agent_metrics.AgentMetrics | None = None,
     ) -> None:
+        self._metrics = metrics or agent_metrics.AgentMetrics()
         self._policies = policies
         self._events = events
         self._metadata = metadata
@@ -60,7 +63,7 @@ class MetadataWatcher:
         try:
             found = await self._metadata.notices()
         except ports.MetadataError as err:
-            metrics.IMDS_NOTICES.labels(kind="error").inc()
+            self._metrics.imds_notices.labels(kind="error").inc()
             log.warning("instance metadata: %s; polling again in %gs", err, self._poll)
             return
         for notice in found:
@@ -68,7 +71,7 @@ class MetadataWatcher:
             if key in self._seen:
                 continue
             self._seen.add(key)
-            metrics.IMDS_NOTICES.labels(kind=notice.kind.value).inc()
+            self._metrics.imds_notices.labels(kind=notice.kind.value).inc()
             await self._act(notice)
 
     async def _act(self, notice: ports.MetadataNotice) -> None:

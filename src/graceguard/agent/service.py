@@ -19,7 +19,8 @@ import datetime as dt
 import logging
 from collections.abc import Callable
 
-from graceguard.agent import metrics, needs, ports, shutdown
+from graceguard.agent import metrics as agent_metrics
+from graceguard.agent import needs, ports, shutdown
 from graceguard.domain import disruption
 
 log = logging.getLogger(__name__)
@@ -55,8 +56,10 @@ class NodeAgent:
         backoff_max: float = BACKOFF_MAX,
         drain: ports.NodeDrain | None = None,
         take_over_after: dt.timedelta = shutdown.TAKE_OVER_AFTER,
+        metrics: agent_metrics.AgentMetrics | None = None,
     ) -> None:
         self.node = node
+        self._metrics = metrics or agent_metrics.AgentMetrics()
         self._logind = logind
         self._cluster = cluster
         self._clock = clock
@@ -77,6 +80,7 @@ class NodeAgent:
             requested_by=requested_by or f"graceguard-agent:{node}",
             drain=drain,
             take_over_after=take_over_after,
+            metrics=self._metrics,
         )
 
     # -- logind ---------------------------------------------------------------------------------
@@ -88,7 +92,7 @@ class NodeAgent:
             try:
                 connection = await self._logind.connect()
             except ports.LogindUnavailable as err:
-                metrics.BUS_CONNECTS.labels(outcome="unavailable").inc()
+                self._metrics.bus_connects.labels(outcome="unavailable").inc()
                 await self._report(
                     Status(
                         False,
@@ -99,7 +103,7 @@ class NodeAgent:
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, self._backoff[1])
                 continue
-            metrics.BUS_CONNECTS.labels(outcome="connected").inc()
+            self._metrics.bus_connects.labels(outcome="connected").inc()
             try:
                 await self._session(connection)
                 backoff = self._backoff[0]
@@ -108,7 +112,7 @@ class NodeAgent:
                 why = str(err)
             finally:
                 await connection.close()
-            metrics.BUS_CONNECTS.labels(outcome="dropped").inc()
+            self._metrics.bus_connects.labels(outcome="dropped").inc()
             await self._report(
                 Status(
                     self._lock is not None and self._lock.held,
@@ -123,7 +127,7 @@ class NodeAgent:
 
     async def _session(self, connection: ports.LogindConnection) -> None:
         self.delay = await connection.inhibit_delay_max()
-        metrics.DELAY_MAX.set(self.delay.total_seconds())
+        self._metrics.delay_max.set(self.delay.total_seconds())
         signals = connection.signals()
         if self.shutdowns.wants_lock:
             await self._take(connection)
@@ -148,8 +152,8 @@ class NodeAgent:
         if self._lock is not None:
             self._lock.release()
         self._lock = None
-        metrics.LOCK_HELD.set(0)
-        metrics.LOGIND_RESTARTS.labels(event="left").inc()
+        self._metrics.lock_held.set(0)
+        self._metrics.logind_restarts.labels(event="left").inc()
         await self._report(
             Status(
                 False,
@@ -164,13 +168,13 @@ class NodeAgent:
         """A new logind owns the bus name: it knows no lock of ours (whatever the old one held),
         so one is taken at once, then its delay read again (its configuration may have changed;
         while it cannot be read, the last one known stands)."""
-        metrics.LOGIND_RESTARTS.labels(event="back").inc()
+        self._metrics.logind_restarts.labels(event="back").inc()
         log.warning("logind restarted on %s: it holds none of our locks; taking one", self.node)
         if self.shutdowns.wants_lock:  # (a shutdown under way may have let its lock go)
             await self._take(connection)
         try:
             self.delay = await connection.inhibit_delay_max()
-            metrics.DELAY_MAX.set(self.delay.total_seconds())
+            self._metrics.delay_max.set(self.delay.total_seconds())
         except ports.LogindUnavailable as err:
             log.warning(
                 "the restarted logind's delay cannot be read yet (%s): keeping %s", err, self.delay
@@ -183,7 +187,7 @@ class NodeAgent:
         self._lock = await connection.inhibit(why=WHY)
         if old is not None and old.held:
             old.release()  # only now: no moment without a lock
-        metrics.LOCK_HELD.set(1)
+        self._metrics.lock_held.set(1)
         log.info(
             "logind delay lock on shutdown taken for %s (InhibitDelayMaxUSec %ss)",
             self.node,
@@ -194,7 +198,7 @@ class NodeAgent:
         if self._lock is not None:
             self._lock.release()
         self._lock = None
-        metrics.LOCK_HELD.set(0)
+        self._metrics.lock_held.set(0)
         log.info("logind lock released on %s: %s; the shutdown goes on", self.node, why)
         asyncio.get_running_loop().create_task(
             self._report(Status(False, "ShutdownProceeding", f"lock released: {why}", self.delay))
@@ -285,9 +289,9 @@ class NodeAgent:
             return None
         pods = await self._cluster.pods_on_node(self.node)
         need = needs.shutdown_need(pods, node=self.node)
-        metrics.PODS_NEED.set(need.total.total_seconds())
+        self._metrics.pods_need.set(need.total.total_seconds())
         short = need.total > self.delay
-        metrics.DELAY_SHORT.set(1 if short else 0)
+        self._metrics.delay_short.set(1 if short else 0)
         if not short:
             self._warned = None
             return need

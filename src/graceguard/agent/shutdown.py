@@ -28,7 +28,8 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-from graceguard.agent import metrics, ports
+from graceguard.agent import metrics as agent_metrics
+from graceguard.agent import ports
 from graceguard.domain import disruption, times
 from graceguard.manifests import disruptions
 
@@ -78,11 +79,13 @@ class Shutdowns:
         requested_by: str,
         drain: ports.NodeDrain | None = None,
         take_over_after: dt.timedelta = TAKE_OVER_AFTER,
+        metrics: agent_metrics.AgentMetrics | None = None,
     ) -> None:
         """``drain``: the agent's own drain of the node (``None``: it never takes over, the old
         behaviour, for tests that show the loss). ``requested_by`` also names the agent as the
         Disruption's drainer."""
         self._drain = drain
+        self._metrics = metrics or agent_metrics.AgentMetrics()
         self._take_over_after = take_over_after
         self.node = node
         self._cluster = cluster
@@ -122,7 +125,7 @@ class Shutdowns:
                 cur.source,
                 times.format_time(cur.deadline or deadline),
             )
-            metrics.SHUTDOWNS.labels(source=source, outcome="joined").inc()
+            self._metrics.shutdowns.labels(source=source, outcome="joined").inc()
             return cur
         now = self._clock()
         deadline = max(deadline, now + dt.timedelta(seconds=1))
@@ -140,7 +143,7 @@ class Shutdowns:
                 "taint the node",
                 lambda: self._cluster.hold_node(node=self.node, taint=True, schedulable=None),
             )
-        metrics.SHUTDOWNS.labels(source=source, outcome="started").inc()
+        self._metrics.shutdowns.labels(source=source, outcome="started").inc()
         log.info(
             "%s: opened Disruption %s for %s (imminent, %s, deadline %s); the lock is released "
             "when the node is empty or at %s",
@@ -198,7 +201,7 @@ class Shutdowns:
             if taken:
                 break
         shutdown.drained_by_agent = True
-        metrics.SHUTDOWNS.labels(source=request.source, outcome="taken-over").inc()
+        self._metrics.shutdowns.labels(source=request.source, outcome="taken-over").inc()
         message = (
             f"no controller began the drain of {self.node} within "
             f"{self._take_over_after.total_seconds():g}s: the agent drains it itself "
@@ -308,7 +311,7 @@ class Shutdowns:
         self._release_lock(why)
         self.lock_released.set()
         outcome = "empty" if why == "the node is empty" else "deadline"
-        metrics.SHUTDOWNS.labels(source=shutdown.request.source, outcome=outcome).inc()
+        self._metrics.shutdowns.labels(source=shutdown.request.source, outcome=outcome).inc()
 
     async def cancel(self, *, why: str) -> bool:
         """Cancel the shutdown under way; ``False`` when there is none."""
@@ -339,7 +342,7 @@ class Shutdowns:
                 warning=False,
             ),
         )
-        metrics.SHUTDOWNS.labels(source=request.source, outcome="cancelled").inc()
+        self._metrics.shutdowns.labels(source=request.source, outcome="cancelled").inc()
         log.info("%s: Disruption %s cancelled, %s restored", why, request.id, self.node)
         asyncio.get_running_loop().create_task(self._keep_restored(shutdown))
         return True

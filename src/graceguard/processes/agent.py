@@ -43,6 +43,7 @@ async def run(
     cannot be loaded. ``take_over_after``: how long a controller has to begin a shutdown's drain
     before the agent runs it itself (``None``: never, the agent only opens the Disruption)."""
     client = kube_client.connect(kubeconfig)
+    counted = metrics.AgentMetrics()
     cluster = node_agent.KubeNodeCluster(client, instance=identity)
     drainer = f"graceguard-agent:{node}"
     drain = (
@@ -68,6 +69,7 @@ async def run(
         requested_by=drainer,
         drain=drain,
         take_over_after=take_over_after or shutdown.TAKE_OVER_AFTER,
+        metrics=counted,
     )
     tasks: dict[str, supervisor.Task] = {"logind": agent.run, "needs": agent.watch_needs}
     if imds_endpoint is not None:
@@ -78,13 +80,14 @@ async def run(
             policies=cluster,
             events=cluster,
             clock=_clock,
+            metrics=counted,
         )
         tasks["imds"] = watcher.run
     supervisor.log.info("graceguard agent %s starting on node %s", identity, node)
     await supervisor.supervise(
         tasks=tasks,
         endpoints=[
-            probes.Endpoint(probes.metrics_app(metrics.REGISTRY), metrics_port),
+            probes.Endpoint(probes.metrics_app(counted.registry), metrics_port),
             probes.Endpoint(
                 probes.probes_app(alive=lambda: True, ready=lambda: agent.status is not None),
                 health_port,

@@ -11,7 +11,7 @@ class WebhookMetrics:
     is process-wide, so two webhooks in one process (tests, the simulator) count apart."""
 
     def __init__(self) -> None:
-        self.registry = prom.CollectorRegistry(auto_describe=True)
+        self.registry = prom.CollectorRegistry()
         self.reviews = prom.Counter(
             "graceguard_webhook_reviews_total",
             "Eviction reviews answered, by result (allowed, denied, denied-dry-run, "
