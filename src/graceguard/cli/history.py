@@ -12,7 +12,6 @@ import datetime as dt
 import enum
 import json
 import os
-import pathlib
 from typing import Annotated, Any
 
 import typer
@@ -21,7 +20,7 @@ from rich.table import Table
 from rich.text import Text
 
 from graceguard.adapters.ledger import Ledger, LedgerError, urls
-from graceguard.cli import files
+from graceguard.cli import files, options
 from graceguard.domain import durations, termination, times
 
 _WIDE = 200
@@ -138,28 +137,14 @@ def history(
     except files.InputError as err:
         raise files.fail(str(err)) from None
     except LedgerError as err:
-        raise files.fail(ledger_problem(str(err), url=url, option=option)) from None
+        raise files.fail(
+            options.ledger_problem(str(err), url=url, option=option, name_option=False)
+        ) from None
     chronological = tuple(reversed(records))
     if output is OutputFormat.JSON:
         typer.echo(json.dumps([record_json(r) for r in chronological], indent=2))
         return
     _print_table(chronological, log_lines=log_lines)
-
-
-def ledger_problem(message: str, *, url: str, option: str | None) -> str:
-    """A ledger error: one about the URL itself names the option it came from; one about the
-    file says so when a SQLite path the user gave is relative (``sqlite+aiosqlite:///tmp/x.db``
-    is ``tmp/x.db``, from the working directory)."""
-    try:
-        path = urls.parse(url).sqlite_path
-    except LedgerError:
-        return f"{option}: {message}" if option else message
-    if path is not None and not path.is_absolute() and option is not None:
-        return (
-            f"{message} (a path relative to {pathlib.Path.cwd()}; for /{path} write "
-            f"sqlite+aiosqlite:////{path}, with four slashes)"
-        )
-    return message
 
 
 async def _query(

@@ -165,20 +165,22 @@ def check_range(option: str, value: int, *, low: int, high: int) -> None:
         raise files.InputError(f"{option}: expected {low} to {high}, got {value}")
 
 
-def ledger_problem(message: str, *, url: str, option: str) -> str:
-    """A ledger error naming the option (or variable) it came from; a SQLite path given relative
-    (``sqlite+aiosqlite:///tmp/x.db`` is ``tmp/x.db``, from the working directory) says so."""
+def ledger_problem(message: str, *, url: str, option: str | None, name_option: bool = True) -> str:
+    """A ledger error naming the option (or variable) the URL came from, if any: always when the
+    URL itself cannot be read, else only with ``name_option`` (``history`` leaves it out: its
+    errors name the file). A SQLite path the user gave relative (``sqlite+aiosqlite:///tmp/x.db``
+    is ``tmp/x.db``, from the working directory) says so."""
     try:
         path = urls.parse(url).sqlite_path
     except LedgerError:
-        path = None
-    hint = ""
-    if path is not None and not path.is_absolute():
-        hint = (
+        return f"{option}: {message}" if option else message
+    line = f"{option}: {message}" if option and name_option else message
+    if path is not None and not path.is_absolute() and option is not None:
+        line += (
             f" (a path relative to {pathlib.Path.cwd()}; for /{path} write "
             f"sqlite+aiosqlite:////{path}, with four slashes)"
         )
-    return f"{option}: {message}{hint}"
+    return line
 
 
 def check_ledger_url(url: str, *, option: str) -> None:
