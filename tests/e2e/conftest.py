@@ -175,14 +175,14 @@ def controller(
     ledger: str,
     tmp_path: pathlib.Path,
 ) -> Iterator[gg.Controller]:
-    running = gg.start_controller(
+    running = gg.start_leader(
+        kube,
         control_plane.kubeconfig,
         name="gg-a",
         workdir=tmp_path,
         ledger=ledger,
         lease_namespace=namespace,
     )
-    wait_until(lambda: gg.holder(kube, namespace) == "gg-a", timeout=30, what="leadership")
     try:
         yield running
     finally:

@@ -26,6 +26,8 @@ import controlplane
 from graceguard.adapters.kube import resources
 from graceguard.manifests.disruptions import NODE_LABEL, label_value
 
+from . import kube as kube_helpers
+
 REPO = pathlib.Path(__file__).resolve().parents[2]
 
 
@@ -144,6 +146,37 @@ def start_controller(
         if time.monotonic() > deadline:
             raise AssertionError(f"controller {name} not ready in 60s:\n{controller.output()}")
         time.sleep(0.2)
+    return controller
+
+
+def start_leader(
+    kube: Client,
+    kubeconfig: pathlib.Path,
+    *,
+    name: str,
+    workdir: pathlib.Path,
+    ledger: str,
+    lease_namespace: str,
+    extra: Sequence[str] = (),
+    timeout: float = 30,
+) -> Controller:
+    """``start_controller``, then wait until it holds the Lease in ``lease_namespace``; a
+    controller that does not lead within ``timeout`` is stopped and the wait fails."""
+    controller = start_controller(
+        kubeconfig,
+        name=name,
+        workdir=workdir,
+        ledger=ledger,
+        lease_namespace=lease_namespace,
+        extra=extra,
+    )
+    try:
+        kube_helpers.wait_until(
+            lambda: holder(kube, lease_namespace) == name, timeout=timeout, what=f"{name} leads"
+        )
+    except BaseException:
+        controller.stop()
+        raise
     return controller
 
 

@@ -211,6 +211,27 @@ def _phased_node(kube: Client, namespace: str, node: str) -> tuple[dict[str, int
     return graces, daemon
 
 
+@dataclasses.dataclass(frozen=True)
+class Shutdown:
+    """What one shutdown of the phased node did, as ``_follow`` saw it."""
+
+    graces: dict[str, int]
+    """The pods' graces by name (``_phased_node``)."""
+    daemon: str
+    """The DaemonSet's pod."""
+    signalled: dt.datetime
+    delay: int
+    """logind's delay, in seconds."""
+    asked: dict[str, dt.datetime]
+    gone: dict[str, dt.datetime]
+    released: dt.datetime | None
+    """When the lock went (``None``: never, as far as ``_follow`` looked)."""
+    log: str
+    """The agent's output."""
+    recreated: list[str]
+    """DaemonSet pods that came back on the node while it shut down."""
+
+
 def test_shutdown_drains_in_phases_and_releases_the_lock(
     control_plane: controlplane.ControlPlane,
     kube: Client,
@@ -220,55 +241,25 @@ def test_shutdown_drains_in_phases_and_releases_the_lock(
     tmp_path: pathlib.Path,
 ) -> None:
     node = gg.node_name(kwok_nodes("a"))
-    graces, daemon = _phased_node(kube, namespace, node)
-    delay = 30
-    with (
-        logindmock.running_logind(delay=delay) as mock,
-        running_agent(control_plane.kubeconfig, mock, node, tmp_path) as agent,
-    ):
-        wait_until(lambda: _ours(mock), timeout=20, what="the lock")
-        assert [(w, m) for w, _, _, m in _ours(mock)] == [("shutdown", "delay")]
-        held = wait_until(lambda: _held(kube, node), timeout=20, what="GracefulShutdownHeld")
-        assert held[:2] == ("True", "LockHeld") and f"{delay}s" in held[2], held
+    shutdown, _ = _shut_down(control_plane, kube, namespace, node, tmp_path, delay=30)
+    _check_phased(kube, node, namespace, shutdown)
 
-        signalled = dt.datetime.now(dt.UTC)
-        mock.prepare_for_shutdown(True)
-        others: list[str] = []
-        asked, gone, released = _follow(kube, mock, namespace, node, graces, delay, others=others)
-        recreated = [n for n in others if n.startswith("logs-")]
-        log = agent.output()
 
-    _check_phased(
-        kube,
-        node,
-        namespace,
-        graces,
-        daemon,
-        signalled,
-        delay,
-        asked=asked,
-        gone=gone,
-        released=released,
-        recreated=recreated,
-        log=log,
+def _check_phased(kube: Client, node: str, namespace: str, shutdown: Shutdown) -> None:
+    graces, daemon, signalled, delay = (
+        shutdown.graces,
+        shutdown.daemon,
+        shutdown.signalled,
+        shutdown.delay,
+    )
+    asked, gone, released, recreated, log = (
+        shutdown.asked,
+        shutdown.gone,
+        shutdown.released,
+        shutdown.recreated,
+        shutdown.log,
     )
 
-
-def _check_phased(
-    kube: Client,
-    node: str,
-    namespace: str,
-    graces: dict[str, int],
-    daemon: str,
-    signalled: dt.datetime,
-    delay: int,
-    *,
-    asked: dict[str, dt.datetime],
-    gone: dict[str, dt.datetime],
-    released: dt.datetime | None,
-    recreated: list[str],
-    log: str,
-) -> None:
     def since(t: dt.datetime | None) -> str:
         return f"{(t - signalled).total_seconds():.1f}s" if t else "-"
 
@@ -380,7 +371,7 @@ def _pod_events(kube: Client, namespace: str, names: list[str]) -> list[tuple[st
     ]
 
 
-def _shutdown_without_controller(
+def _shut_down(
     control_plane: controlplane.ControlPlane,
     kube: Client,
     namespace: str,
@@ -389,26 +380,24 @@ def _shutdown_without_controller(
     *,
     delay: int,
     extra: tuple[str, ...] = (),
-) -> tuple[
-    dict[str, int],
-    str,
-    dt.datetime,
-    tuple[dict[str, dt.datetime], dict[str, dt.datetime], dt.datetime | None],
-    dict[str, dict[str, Any]],
-    str,
-]:
-    """The phased node shut down with no controller: graces, the DaemonSet pod, when the signal
-    went, what ``_follow`` saw, the pods on the node when the lock went, and the agent's log."""
-    assert gg.holder(kube, namespace) is None
+) -> tuple[Shutdown, dict[str, dict[str, Any]]]:
+    """The phased node (``_phased_node``) shut down by logind with ``delay`` once the agent
+    (``extra``: its further options) holds the lock and says so: what the shutdown did, and the
+    pods on the node when the lock went."""
     graces, daemon = _phased_node(kube, namespace, node)
     with (
         logindmock.running_logind(delay=delay) as mock,
         running_agent(control_plane.kubeconfig, mock, node, workdir, extra=extra) as agent,
     ):
         wait_until(lambda: _ours(mock), timeout=20, what="the lock")
+        assert [(w, m) for w, _, _, m in _ours(mock)] == [("shutdown", "delay")]
+        held = wait_until(lambda: _held(kube, node), timeout=20, what="GracefulShutdownHeld")
+        assert held[:2] == ("True", "LockHeld") and f"{delay}s" in held[2], held
+
         signalled = dt.datetime.now(dt.UTC)
         mock.prepare_for_shutdown(True)
         at_release: dict[str, dict[str, Any]] = {}
+        others: list[str] = []
 
         def released() -> bool:
             if _ours(mock):
@@ -416,9 +405,21 @@ def _shutdown_without_controller(
             at_release.update(_on_node(kube, namespace, node))
             return True
 
-        followed = _follow(kube, mock, namespace, node, graces, delay, on_release=released)
-        log = agent.output()
-    return graces, daemon, signalled, followed, at_release, log
+        asked, gone, went = _follow(
+            kube, mock, namespace, node, graces, delay, others=others, on_release=released
+        )
+        shutdown = Shutdown(
+            graces=graces,
+            daemon=daemon,
+            signalled=signalled,
+            delay=delay,
+            asked=asked,
+            gone=gone,
+            released=went,
+            log=agent.output(),
+            recreated=[n for n in others if n.startswith("logs-")],
+        )
+    return shutdown, at_release
 
 
 def test_no_controller_the_agent_drains_its_node_in_phases(
@@ -435,25 +436,12 @@ def test_no_controller_the_agent_drains_its_node_in_phases(
     empty, before the deadline; each pod is told and evicted once, by the agent."""
     node = gg.node_name(kwok_nodes("alone"))
     delay = 30
-    graces, daemon, signalled, followed, at_release, log = _shutdown_without_controller(
-        control_plane, kube, namespace, node, tmp_path, delay=delay
-    )
-    asked, gone, released = followed
-    _check_phased(
-        kube,
-        node,
-        namespace,
-        graces,
-        daemon,
-        signalled,
-        delay,
-        asked=asked,
-        gone=gone,
-        released=released,
-        recreated=[],
-        log=log,
-    )
-    assert min(asked.values()) - signalled >= dt.timedelta(seconds=3)  # the controller's 3 s
+    assert gg.holder(kube, namespace) is None
+    shutdown, at_release = _shut_down(control_plane, kube, namespace, node, tmp_path, delay=delay)
+    _check_phased(kube, node, namespace, shutdown)
+    graces = shutdown.graces
+    # the controller's 3 s
+    assert min(shutdown.asked.values()) - shutdown.signalled >= dt.timedelta(seconds=3)
     (found,) = gg.disruptions(kube, node)
     assert found["metadata"]["annotations"]["graceguard.io/drained-by"] == (
         f"graceguard-agent:{node}"
@@ -484,7 +472,8 @@ def test_without_the_take_over_the_lock_goes_with_every_pod_still_there(
     margin with every pod still running: the OS then kills them all."""
     node = gg.node_name(kwok_nodes("lost"))
     delay = 8
-    graces, _, signalled, followed, at_release, log = _shutdown_without_controller(
+    assert gg.holder(kube, namespace) is None
+    shutdown, at_release = _shut_down(
         control_plane,
         kube,
         namespace,
@@ -493,10 +482,15 @@ def test_without_the_take_over_the_lock_goes_with_every_pod_still_there(
         delay=delay,
         extra=("--take-over-after", "off"),
     )
-    asked, _, released = followed
+    graces, signalled, released, log = (
+        shutdown.graces,
+        shutdown.signalled,
+        shutdown.released,
+        shutdown.log,
+    )
     assert released is not None, log
     assert released - signalled >= dt.timedelta(seconds=delay - 2 - 1), (released, signalled)
-    assert asked == {}, asked
+    assert shutdown.asked == {}, shutdown.asked
     running = [
         n
         for n, d in at_release.items()
@@ -544,14 +538,14 @@ def test_a_controller_started_late_leaves_the_node_to_its_agent(
                 timeout=15,
                 what="the agent's take-over",
             )
-            late = gg.start_controller(
+            late = gg.start_leader(
+                kube,
                 control_plane.kubeconfig,
                 name="gg-late",
                 workdir=tmp_path,
                 ledger=ledger,
                 lease_namespace=namespace,
             )
-            wait_until(lambda: gg.holder(kube, namespace) == "gg-late", timeout=30, what="lead")
             led = dt.datetime.now(dt.UTC)
             asked, gone, released = _follow(kube, mock, namespace, node, graces, delay)
             log = agent.output()

@@ -45,14 +45,14 @@ def test_a_second_replica_takes_over_a_drain_and_sends_nothing_twice(
     would rightly move that eviction and nominate it again, with the new time: a new notice,
     not a repeated one. No notice is ever repeated word for word; that is checked too.)"""
     url = f"sqlite+aiosqlite:///{tmp_path / 'ledger.db'}"
-    a = gg.start_controller(
+    a = gg.start_leader(
+        kube,
         control_plane.kubeconfig,
         name="gg-a",
         workdir=tmp_path,
         ledger=url,
         lease_namespace=namespace,
     )
-    wait_until(lambda: gg.holder(kube, namespace) == "gg-a", timeout=30, what="gg-a leads")
     b = gg.start_controller(
         control_plane.kubeconfig,
         name="gg-b",
@@ -122,7 +122,8 @@ def test_the_ledger_answers_who_killed_my_pod(
     """One pod removed by ``kubectl delete`` while protected, one evicted by graceguard's drain:
     ``graceguard history`` names who did it, the grace given, whether it was premature, and for
     graceguard's eviction the captured log status (a kwok node has no logs to give)."""
-    running = gg.start_controller(
+    running = gg.start_leader(
+        kube,
         control_plane.kubeconfig,
         name="gg-a",
         workdir=tmp_path,
@@ -130,7 +131,6 @@ def test_the_ledger_answers_who_killed_my_pod(
         lease_namespace=namespace,
     )
     try:
-        wait_until(lambda: gg.holder(kube, namespace) == "gg-a", timeout=30, what="leadership")
         deleted_node = gg.node_name(kwok_nodes("a"))
         drained_node = gg.node_name(kwok_nodes("b"))
         run_pod(
@@ -276,7 +276,8 @@ def test_the_charts_rbac_is_enough_for_a_drain(
     done = control_plane.kubectl("apply", "-f", str(manifest))
     assert done.returncode == 0, done.stderr
     kubeconfig = gg.token_kubeconfig(control_plane, system_ns, account, tmp_path / "sa.kubeconfig")
-    running = gg.start_controller(
+    running = gg.start_leader(
+        kube,
         kubeconfig,
         name="gg-sa",
         workdir=tmp_path,
@@ -284,7 +285,6 @@ def test_the_charts_rbac_is_enough_for_a_drain(
         lease_namespace=system_ns,
     )
     try:
-        wait_until(lambda: _holder_in(kube, system_ns) == "gg-sa", timeout=30, what="leadership")
         node = gg.node_name(kwok_nodes("a"))
         run_pod(
             kube,
@@ -305,7 +305,3 @@ def test_the_charts_rbac_is_enough_for_a_drain(
         )
     finally:
         running.stop()
-
-
-def _holder_in(kube: Client, namespace: str) -> str | None:
-    return gg.holder(kube, namespace)

@@ -110,7 +110,8 @@ def test_the_last_good_policy_governs_after_a_restart(  # noqa: PLR0915 - one st
     good = {"noticeLead": f"{NOTICE_LEAD}s", "pdbMaxWait": f"{PDB_MAX_WAIT}s"}
     apply_policy(control_plane, {**good, "maintenanceWindows": [WINDOW]})
     ledger = f"sqlite+aiosqlite:///{tmp_path / 'ledger.db'}"
-    first = gg.start_controller(
+    first = gg.start_leader(
+        kube,
         control_plane.kubeconfig,
         name="gg-a",
         workdir=tmp_path,
@@ -119,7 +120,6 @@ def test_the_last_good_policy_governs_after_a_restart(  # noqa: PLR0915 - one st
     )
     second: gg.Controller | None = None
     try:
-        wait_until(lambda: gg.holder(kube, namespace) == "gg-a", timeout=30, what="gg-a leads")
         _, good_generation, _ = wait_until(
             lambda: accepted_as(control_plane, "True"),
             timeout=30,
@@ -152,14 +152,15 @@ def test_the_last_good_policy_governs_after_a_restart(  # noqa: PLR0915 - one st
 
         # The controller dies; another process takes over with nothing in memory.
         first.kill()
-        second = gg.start_controller(
+        second = gg.start_leader(
+            kube,
             control_plane.kubeconfig,
             name="gg-b",
             workdir=tmp_path,
             ledger=ledger,
             lease_namespace=namespace,
+            timeout=40,
         )
-        wait_until(lambda: gg.holder(kube, namespace) == "gg-b", timeout=40, what="gg-b leads")
 
         # A drain: the last good policy's window still governs, in the new leader and in plan.
         node = gg.node_name(kwok_nodes("a"))

@@ -60,7 +60,19 @@ def guarded(
         ledger = f"sqlite+aiosqlite:///{workdir / 'controller-ledger.db'}"
         running: list[gg.Controller] = []
         try:
-            for name in replicas:
+            leader, *standbys = replicas
+            running.append(
+                gg.start_leader(
+                    kube,
+                    kubeconfig,
+                    name=leader,
+                    workdir=workdir,
+                    ledger=ledger,
+                    lease_namespace=hook.release_namespace,
+                )
+            )
+            hook.wait_until_led()
+            for name in standbys:
                 running.append(
                     gg.start_controller(
                         kubeconfig,
@@ -70,13 +82,6 @@ def guarded(
                         lease_namespace=hook.release_namespace,
                     )
                 )
-                if len(running) == 1:
-                    wait_until(
-                        lambda: gg.holder(kube, hook.release_namespace) == replicas[0],
-                        timeout=30,
-                        what=f"{replicas[0]} leads",
-                    )
-                    hook.wait_until_led()
             yield hook, running
         finally:
             for controller in running:
