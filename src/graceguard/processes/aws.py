@@ -6,9 +6,9 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import logging
-from typing import Any
 
 from graceguard.adapters.aws import activities, clients, lifecycle, sqs
+from graceguard.adapters.kube import client as kube_client
 from graceguard.adapters.kube import disruptions as kube_disruptions
 from graceguard.adapters.kube import interruptions as kube_interruptions
 from graceguard.adapters.kube import view as kube_view
@@ -42,7 +42,7 @@ def _clock() -> dt.datetime:
 def wire(
     options: AwsOptions,
     *,
-    client: Any,
+    client: kube_client.Client,
     view: kube_view.ClusterView,
     writer: kube_writer.LightkubeWriter,
     leadership: ports.Leadership,

@@ -60,12 +60,7 @@ async def run(
 
     ``window_evictions`` / ``notify_outbox``: ConfigMaps in ``lease_namespace`` where a new
     leader finds what the last one left (none: kept in this process only)."""
-    ledger = await ledger_store.Ledger.open(ledger_url)
-    try:
-        client = kube_client.connect(kubeconfig)
-    except kube_client.KubeError:
-        await ledger.close()
-        raise
+    ledger, client = await _connect(ledger_url=ledger_url, kubeconfig=kubeconfig)
     cluster_writer = writer.LightkubeWriter(client, instance=identity)
     log_source = kube_logs.KubeLogSource(client)
     elector = lease.LeaseElector(
@@ -85,20 +80,12 @@ async def run(
         is_leader=lambda: elector.is_leader,
         outbox=state(notify_outbox),
     )
-    # The observer watches through the view's informers and reads the policy in force from the
-    # view: the hooks name it before it is made (late binding, hence the lambdas).
-    cluster_view = view.ClusterView(
+    cluster_view = _observed_view(
         client,
-        on_pod_event=lambda kind, raw: observer.on_pod(kind, raw),  # noqa: PLW0108
-        on_event=lambda kind, raw: observer.on_event(kind, raw),  # noqa: PLW0108
-    )
-    observer = recording.TerminationObserver(
-        ledger_port=ledger,
-        cluster=cluster_writer,
-        in_force=cluster_view,
-        clock=_clock,
+        ledger=ledger,
+        cluster_writer=cluster_writer,
         notifier=notifier,
-        metrics=counted,
+        counted=counted,
         log_source=log_source,
         log_lines=log_lines,
     )
@@ -109,19 +96,18 @@ async def run(
         lines=log_lines,
         clock=_clock,
     )
-    holds: ports.HoldKeeper | None = None
-    aws_tasks: dict[str, supervisor.Task] = {}
-    aws_cleanups: list[supervisor.Cleanup] = []
-    if aws is not None:  # the AWS interruption queue and the Auto Scaling holds (issue 9)
-        wired = aws_wiring.wire(
+    wired = (  # the AWS interruption queue and the Auto Scaling holds (issue 9)
+        aws_wiring.wire(
             aws, client=client, view=cluster_view, writer=cluster_writer, leadership=elector
         )
-        holds, aws_tasks, aws_cleanups = wired.holds, wired.tasks, wired.cleanups
+        if aws is not None
+        else None
+    )
     runs = executor.Executor(
         cluster=cluster_writer,
         recorder=recorder,
         notifier=notifier,
-        holds=holds,
+        holds=wired.holds if wired is not None else None,
         windows=window_memory.WindowMemory(store=state(window_evictions)),
     )
 
@@ -139,20 +125,6 @@ async def run(
         on_policy=lambda pol: notifier.set_sinks(pol.notify),
         metrics=counted,
     )
-    watch = kube_deadlines.DeadlineWatch(client)
-    deadline_source = deadlines.DeadlineSource(
-        announcements=watch,
-        view=cluster_view,
-        leadership=elector,
-        disruptions=kube_disruptions.DisruptionStore(client, cache=cluster_view.disruptions.store),
-        clock=_clock,
-    )
-    stale_after = loop.RESYNC.total_seconds() * 3
-
-    def alive() -> bool:
-        last = runner.health.last_round
-        return last is None or asyncio.get_running_loop().time() - last < stale_after
-
     supervisor.log.info("graceguard controller %s starting", identity)
     await supervisor.supervise(
         tasks={
@@ -160,17 +132,100 @@ async def run(
             "lease": elector.run,
             "reconcile": runner.run,
             "notify": notifier.run,
-            **{f"deadlines-{i.name}": i.run for i in watch.informers},
-            "deadlines": deadline_source.run,
-            **aws_tasks,
+            **_deadline_tasks(client, cluster_view=cluster_view, leadership=elector),
+            **(wired.tasks if wired is not None else {}),
         },
-        endpoints=[
-            probes.Endpoint(probes.metrics_app(counted.registry), metrics_port),
-            probes.Endpoint(
-                probes.probes_app(alive=alive, ready=lambda: runner.health.synced), health_port
-            ),
-        ],
+        endpoints=_endpoints(runner, counted, metrics_port=metrics_port, health_port=health_port),
         host=probe_host,
         stop_signals=supervisor.STOP_SIGNALS,
-        cleanups=[elector.release, *aws_cleanups, client.close, ledger.close, sender.close],
+        cleanups=[
+            elector.release,
+            *(wired.cleanups if wired is not None else []),
+            client.close,
+            ledger.close,
+            sender.close,
+        ],
     )
+
+
+async def _connect(
+    *, ledger_url: str, kubeconfig: pathlib.Path | None
+) -> tuple[ledger_store.Ledger, kube_client.Client]:
+    """The ledger opened and the API client made; the ledger closed again when the client
+    cannot be."""
+    ledger = await ledger_store.Ledger.open(ledger_url)
+    try:
+        return ledger, kube_client.connect(kubeconfig)
+    except kube_client.KubeError:
+        await ledger.close()
+        raise
+
+
+def _observed_view(
+    client: kube_client.Client,
+    *,
+    ledger: ledger_store.Ledger,
+    cluster_writer: writer.LightkubeWriter,
+    notifier: notify.Notifier,
+    counted: metrics.ControllerMetrics,
+    log_source: kube_logs.KubeLogSource,
+    log_lines: int,
+) -> view.ClusterView:
+    """The informers' view, with the termination observer recording what they see in the
+    ledger. The observer watches through the view's informers and reads the policy in force
+    from the view: the hooks name it before it is made (late binding, hence the lambdas)."""
+    cluster_view = view.ClusterView(
+        client,
+        on_pod_event=lambda kind, raw: observer.on_pod(kind, raw),  # noqa: PLW0108
+        on_event=lambda kind, raw: observer.on_event(kind, raw),  # noqa: PLW0108
+    )
+    observer = recording.TerminationObserver(
+        ledger_port=ledger,
+        cluster=cluster_writer,
+        in_force=cluster_view,
+        clock=_clock,
+        notifier=notifier,
+        metrics=counted,
+        log_source=log_source,
+        log_lines=log_lines,
+    )
+    return cluster_view
+
+
+def _deadline_tasks(
+    client: kube_client.Client, *, cluster_view: view.ClusterView, leadership: ports.Leadership
+) -> dict[str, supervisor.Task]:
+    """The deadlines nodes and NodeClaims announce: their informers, and the source that opens
+    each node's Disruption when its deadline comes within reach (the leader only)."""
+    watch = kube_deadlines.DeadlineWatch(client)
+    source = deadlines.DeadlineSource(
+        announcements=watch,
+        view=cluster_view,
+        leadership=leadership,
+        disruptions=kube_disruptions.DisruptionStore(client, cache=cluster_view.disruptions.store),
+        clock=_clock,
+    )
+    return {**{f"deadlines-{i.name}": i.run for i in watch.informers}, "deadlines": source.run}
+
+
+def _endpoints(
+    runner: loop.Controller,
+    counted: metrics.ControllerMetrics,
+    *,
+    metrics_port: int,
+    health_port: int,
+) -> list[probes.Endpoint]:
+    """``/metrics``, and the probes: alive while a round ran within three resyncs (or none has
+    yet), ready once the caches are synced."""
+    stale_after = loop.RESYNC.total_seconds() * 3
+
+    def alive() -> bool:
+        last = runner.health.last_round
+        return last is None or asyncio.get_running_loop().time() - last < stale_after
+
+    return [
+        probes.Endpoint(probes.metrics_app(counted.registry), metrics_port),
+        probes.Endpoint(
+            probes.probes_app(alive=alive, ready=lambda: runner.health.synced), health_port
+        ),
+    ]

@@ -15,6 +15,7 @@ import contextlib
 import os
 import pathlib
 from collections.abc import Iterator
+from typing import TypeAlias
 
 import httpx2
 import lightkube
@@ -89,7 +90,12 @@ def async_client(kubeconfig: pathlib.Path | None = None) -> lightkube.AsyncClien
     return lightkube.AsyncClient(config, field_manager=FIELD_MANAGER, transport=transport)
 
 
-def connect(kubeconfig: pathlib.Path | None = None) -> lightkube.AsyncClient:
+Client: TypeAlias = lightkube.AsyncClient
+"""The client ``connect`` makes, for the wiring that hands it to the adapters (``processes/``
+names it so without importing the client library)."""
+
+
+def connect(kubeconfig: pathlib.Path | None = None) -> Client:
     """``async_client``, with a kubeconfig that cannot be loaded as ``KubeError``."""
     try:
         return async_client(kubeconfig)
