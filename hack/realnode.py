@@ -49,6 +49,16 @@ The network, every address on this machine:
   ``service_route_is_local`` checks that (``ip route get``) and the tests call it before sending
   anything through a Service.
 
+Storage, for claims such as the chart's ledger (``ledger.sqlite.persistence``): a default
+StorageClass ``gg-local`` (no provisioner, ``WaitForFirstConsumer``) and eight ``local``
+PersistentVolumes of 1 GiB, each a directory in the nodes' directory whose node affinity is both
+real nodes (they are one machine, so a pod rescheduled to the other node mounts the same files).
+Chosen over kube-controller-manager's ``--enable-hostpath-provisioner``: its volumes are
+``hostPath`` directories it makes with mode 0750 for root, which a pod running as user 65532
+cannot write (the kubelet applies ``fsGroup`` to ``local`` volumes, not to ``hostPath`` ones).
+The volumes are static: a claim deleted leaves its volume ``Released`` (``Retain``), not reused;
+eight are enough for one session's installs. Dev and test only.
+
 Teardown (``down``, and ``up`` first, so a second ``up`` after a crash works) stops the kubelets
 and kube-proxy, removes kube-proxy's rules (``kube-proxy --cleanup``), kills every process left in
 the nodes' cgroups and the containerd shims of the nodes' sockets (by PID, found by their
@@ -98,6 +108,11 @@ PAUSE_IMAGE = f"graceguard.local/pause:{PAUSE_VERSION}"
 WORKLOAD_IMAGE = "graceguard.local/workload:1"
 GRACEGUARD_REPOSITORY = "graceguard.local/graceguard"
 BUSYBOX_DEB = "busybox-static"
+REAL_NODE_LABEL = "graceguard.io/real-node"
+STORAGE_CLASS = "gg-local"
+"""The cluster's default StorageClass: local volumes made by ``make_storage``."""
+VOLUMES = 8
+VOLUME_SIZE = "1Gi"
 
 
 class NodeError(RuntimeError):
@@ -740,7 +755,7 @@ def start(
                     f"--cert-dir={node.root / 'kubelet' / 'pki'}",
                     f"--hostname-override={node.name}",
                     f"--node-ip={BRIDGE_ADDRESS}",
-                    f"--node-labels=graceguard.io/real-node={node.name}",
+                    f"--node-labels={REAL_NODE_LABEL}={node.name}",
                     "--v=1",
                 ],
             )
@@ -766,6 +781,7 @@ def start(
             "kube-proxy",
             timeout,
         )
+        make_storage(cp, nodes)
     except BaseException:
         stop(nodes)
         raise
@@ -811,6 +827,63 @@ def _proxy_synced(cp: controlplane.ControlPlane) -> bool:
         return False
     rules = _run("iptables-save", "-t", "nat", check=False).stdout
     return f"-d {done.stdout.strip()}/32" in rules
+
+
+def storage_manifests(volumes: Path, count: int) -> list[dict[str, object]]:
+    """The default StorageClass ``STORAGE_CLASS`` (no provisioner, bound when a pod is scheduled)
+    and ``count`` local PersistentVolumes of ``VOLUME_SIZE``, each a directory under ``volumes``
+    reachable from both real nodes (one machine), never from a kwok node."""
+    both = {
+        "required": {
+            "nodeSelectorTerms": [
+                {"matchExpressions": [{"key": REAL_NODE_LABEL, "operator": "Exists"}]}
+            ]
+        }
+    }
+    found: list[dict[str, object]] = [
+        {
+            "apiVersion": "storage.k8s.io/v1",
+            "kind": "StorageClass",
+            "metadata": {
+                "name": STORAGE_CLASS,
+                "annotations": {"storageclass.kubernetes.io/is-default-class": "true"},
+            },
+            "provisioner": "kubernetes.io/no-provisioner",
+            "volumeBindingMode": "WaitForFirstConsumer",
+            "reclaimPolicy": "Retain",
+        }
+    ]
+    for i in range(count):
+        found.append(
+            {
+                "apiVersion": "v1",
+                "kind": "PersistentVolume",
+                "metadata": {"name": f"{STORAGE_CLASS}-{i}"},
+                "spec": {
+                    "capacity": {"storage": VOLUME_SIZE},
+                    "accessModes": ["ReadWriteOnce"],
+                    "persistentVolumeReclaimPolicy": "Retain",
+                    "storageClassName": STORAGE_CLASS,
+                    "local": {"path": str(volumes / f"volume-{i}")},
+                    "nodeAffinity": both,
+                },
+            }
+        )
+    return found
+
+
+def make_storage(cp: controlplane.ControlPlane, nodes: Nodes, count: int = VOLUMES) -> None:
+    """A default StorageClass and ``count`` volumes for claims such as the chart's ledger (see
+    ``storage_manifests``); their directories live in the nodes' directory, removed with it."""
+    volumes = nodes.workdir / "volumes"
+    for i in range(count):
+        (volumes / f"volume-{i}").mkdir(parents=True, exist_ok=True)
+    path = nodes.workdir / "storage.json"
+    items = storage_manifests(volumes, count)
+    path.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}, indent=2))
+    done = cp.kubectl("apply", "-f", str(path))
+    if done.returncode != 0:
+        raise NodeError(f"kubectl apply -f {path}: {done.stderr.strip()}")
 
 
 def import_image(node: Node, archive_path: Path, name: str) -> None:

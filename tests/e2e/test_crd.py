@@ -504,8 +504,9 @@ def chart_rbac(
 def test_the_rendered_chart_is_accepted(
     crd: controlplane.ControlPlane, chart_rbac: list[dict[str, Any]], tmp_path: pathlib.Path
 ) -> None:
-    """The rest (Deployment, Service, PDB, the default policy, the controller's two ConfigMaps, and
-    the Job of the post-delete hook that runs ``graceguard uninstall-cleanup``) with a server-side
+    """The rest (Deployment, Service, PDB, the default policy, the controller's two ConfigMaps, the
+    ledger's PersistentVolumeClaim, and the Job of the post-delete hook that runs
+    ``graceguard uninstall-cleanup``) with a server-side
     dry run: the Deployment's pods
     would land on other tests' kwok nodes, the policy on theirs, and the Job would clean up."""
     rest = [d for d in chart_rbac if d["kind"] not in RBAC_KINDS | {"CustomResourceDefinition"}]
@@ -515,6 +516,7 @@ def test_the_rendered_chart_is_accepted(
         "PodDisruptionBudget",
         "DisruptionPolicy",
         "ConfigMap",
+        "PersistentVolumeClaim",
         "Job",
     }
     path = tmp_path / "rest.yaml"

@@ -1,7 +1,9 @@
 """The chart's controller pods under faults, on the real nodes (issue 19 item 4): graceguard
-installed with helm from ``make image``'s image in its own namespace (two controller replicas, as
-the chart deploys them), the policy's notify sink an HTTP server of this test on the bridge's
-address (pods reach this host there; nothing leaves the machine).
+installed with helm from ``make image``'s image in its own namespace, with two controller replicas
+set explicitly (the chart's default is one; the leader-killed story needs a standby, so each
+replica keeps its SQLite ledger on an emptyDir, ``ledger.sqlite.persistence.enabled=false``, as
+the chart requires for two replicas without PostgreSQL), the policy's notify sink an HTTP server
+of this test on the bridge's address (pods reach this host there; nothing leaves the machine).
 
 The leader's pod killed mid-drain: its process is sent SIGKILL (no shutdown runs, its Lease is not
 let go) and its pod force-deleted, while notices it posted wait on a sink that answers 503. Then:
@@ -97,7 +99,8 @@ def release(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Itera
         shell.ok(
             f"helm install graceguard deploy/helm/graceguard -n {NS} --create-namespace "
             f"--set image.repository={realnode.GRACEGUARD_REPOSITORY},image.tag={tag},"
-            "image.pullPolicy=Never --set webhook.enabled=true --wait --timeout 180s",
+            "image.pullPolicy=Never --set webhook.enabled=true "
+            "--set replicas=2,ledger.sqlite.persistence.enabled=false --wait --timeout 180s",
             timeout=240,
         )
         yield shell

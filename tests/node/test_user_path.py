@@ -15,9 +15,17 @@ the API server reaches through the chart's Service (the ClusterIP checked to be 
 machine first) with the chart's own certificate; the controller pod posts ProposedEviction and
 ScheduledEviction; the workload's own log says when it got SIGTERM: never before the announced
 ``graceguard.io/eviction-at`` nor before its protection ends; it gets its own 30 s grace (the
-deletion's grace period as set) and exits 0 by itself; ``graceguard history`` in the leading
-controller pod names the initiator and prints the workload's last log lines, as the kubelet served
-them. The same annotation and drain before graceguard is installed: SIGTERM at once.
+deletion's grace period as set) and exits 0 by itself; ``graceguard history`` in the controller
+pod (the chart's one replica, ``exec deploy/graceguard``) names the initiator and prints the
+workload's last log lines, as the kubelet served them. The same annotation and drain before
+graceguard is installed: SIGTERM at once.
+
+Then the controller's node is drained (``kubectl drain``, as the README does for the job's node):
+the controller pod is rescheduled onto the other node, and the README's ``history`` command, as
+printed, run again in the new pod, still tells the job's record with its log lines: the ledger is on
+the chart's PersistentVolumeClaim (the test cluster's default StorageClass, hack/realnode.py's
+local volumes), not on the pod. On an emptyDir (``ledger.sqlite.persistence.enabled=false``) the
+new pod's ledger would be empty and the last check fails; that install is not run here.
 """
 
 from __future__ import annotations
@@ -336,3 +344,63 @@ def _user_path(
     assert "evicted by graceguard for eviction-api" in told, told  # who, and for what request
     steps = [line for line in lines if " step " in line and got.isoformat()[:19] >= line[:19]]
     assert any(step in told for step in steps[-3:]), (steps[-3:], told)
+
+    job_node = started.spec.nodeName if started.spec else None
+    assert job_node is not None
+    _history_after_a_reschedule(kube, shell, history=mine(history), job_node=job_node, told=told)
+
+
+def _controller_pod(kube: Client) -> Pod | None:
+    """The one Running, Ready, not deleted controller pod of the release, if there is one."""
+    labels: dict[str, Any] = {
+        "app.kubernetes.io/instance": "graceguard",
+        "app.kubernetes.io/component": "controller",
+    }
+    live = [
+        p
+        for p in kube.list(Pod, namespace=RELEASE_NS, labels=labels)
+        if p.metadata is not None and not p.metadata.deletionTimestamp
+    ]
+    if len(live) != 1 or live[0].status is None:
+        return None
+    ready = [c for c in live[0].status.conditions or [] if c.type == "Ready"]
+    return live[0] if ready and ready[0].status == "True" else None
+
+
+def _history_after_a_reschedule(
+    kube: Client, shell: Shell, *, history: str, job_node: str, told: str
+) -> None:
+    """The controller's node drained: its pod goes to the other node, mounts the same claim, and
+    the README's history command (as printed) tells the same record from there."""
+    claim = json.loads(shell.ok(f"kubectl -n {RELEASE_NS} get pvc graceguard-ledger -o json"))
+    assert claim["status"]["phase"] == "Bound", claim["status"]
+    before = wait_until(lambda: _controller_pod(kube), timeout=60, what="the controller pod")
+    assert before.metadata is not None and before.spec is not None
+    old_name, old_node = before.metadata.name, before.spec.nodeName
+    shell.ok(f"kubectl uncordon {job_node}")  # the job's node takes graceguard's pods now
+    shell.ok(
+        f"kubectl drain {old_node} --ignore-daemonsets --delete-emptydir-data --timeout=180s",
+        timeout=200,
+    )
+    try:
+        after = wait_until(
+            lambda: (
+                found
+                if (found := _controller_pod(kube)) is not None
+                and found.metadata is not None
+                and found.metadata.name != old_name
+                else None
+            ),
+            timeout=120,
+            what="the controller pod rescheduled and Ready",
+            interval=1,
+        )
+        assert after.spec is not None and after.spec.nodeName not in (None, old_node), after.spec
+        again = shell.ok(history, timeout=60)
+        new_name = after.metadata.name if after.metadata else "?"
+        print(f"controller {old_name} on {old_node} -> {new_name} on {after.spec.nodeName}")
+    finally:
+        shell.ok(f"kubectl uncordon {old_node}")
+    record = [line for line in told.splitlines() if line.strip()]
+    missing = [line for line in record if line not in again]
+    assert not missing, (missing, again)

@@ -175,12 +175,12 @@ def test_bindings_name_the_controller_service_account(docs: list[dict[str, Any]]
 # ---- the controller ----
 
 
-def test_deployment_runs_two_replicas_of_the_controller(
+def test_deployment_runs_one_controller_replica(
     docs: list[dict[str, Any]], container: dict[str, Any]
 ) -> None:
     deployment = one(docs, "Deployment", FULLNAME)
     assert deployment["metadata"]["namespace"] == NAMESPACE
-    assert deployment["spec"]["replicas"] == 2
+    assert deployment["spec"]["replicas"] == 1
     assert container["command"] == ["graceguard"]
     assert container["args"] == [
         "controller",
@@ -245,8 +245,27 @@ def test_pod_is_locked_down_and_probed(
     assert ports == {"metrics": 8080, "health": 8081}
     assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
     assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "health"}
+
+
+def test_the_sqlite_ledger_is_on_a_claim_that_outlives_the_pod(docs: list[dict[str, Any]]) -> None:
+    """The default: one replica, its SQLite file on a ReadWriteOnce claim of the default
+    StorageClass, so a rescheduled pod finds the same history; Recreate, since a new pod cannot
+    mount the claim while the old one holds it elsewhere; the claim kept on uninstall."""
+    deployment = one(docs, "Deployment", FULLNAME)
+    pod = deployment["spec"]["template"]["spec"]
     volumes = {v["name"]: v for v in pod["volumes"]}
-    assert volumes["ledger"] == {"name": "ledger", "emptyDir": {}}
+    assert volumes["ledger"] == {
+        "name": "ledger",
+        "persistentVolumeClaim": {"claimName": f"{FULLNAME}-ledger"},
+    }
+    assert deployment["spec"]["strategy"] == {"type": "Recreate"}
+    claim = one(docs, "PersistentVolumeClaim", f"{FULLNAME}-ledger")
+    assert claim["metadata"]["namespace"] == NAMESPACE
+    assert claim["metadata"]["annotations"] == {"helm.sh/resource-policy": "keep"}
+    assert claim["spec"] == {
+        "accessModes": ["ReadWriteOnce"],
+        "resources": {"requests": {"storage": "1Gi"}},
+    }  # no storageClassName: the cluster's default class
 
 
 def test_service_and_budget_select_the_controller_pods(docs: list[dict[str, Any]]) -> None:
@@ -303,6 +322,10 @@ def test_postgresql_ledger_comes_from_a_secret(postgresql_docs: list[dict[str, A
     }
     assert "ledger" not in {v["name"] for v in pod["volumes"]}
     assert not [d for d in postgresql_docs if d["kind"] in ("Secret", "PersistentVolumeClaim")]
+    # One shared history: a standby controller (ci/postgresql-values.yaml), rolled as usual.
+    deployment = one(postgresql_docs, "Deployment")
+    assert deployment["spec"]["replicas"] == 2
+    assert "strategy" not in deployment["spec"]
     # The controller reads its own Secret through the pod's env; RBAC still grants no Secrets.
     role = one(postgresql_docs, "ClusterRole")
     assert "secrets" not in {resource for _, resource, _, _ in permissions(role)}

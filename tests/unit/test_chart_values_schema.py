@@ -155,7 +155,8 @@ GOOD: list[list[str]] = [
     ["--set", "policy.spec.defaultMinAvailable=2"],
     ["--set", "metrics.port=1", "--set", "health.port=65535"],
     ["--set-json", 'policy.spec.windowedSources=["drain","cluster-autoscaler"]'],
-    ["--set", "replicas=1"],
+    ["--set", "replicas=2", "--set", "ledger.sqlite.persistence.enabled=false"],
+    ["--set", "ledger.sqlite.persistence.storageClassName=fast"],
 ]
 
 
@@ -163,6 +164,16 @@ GOOD: list[list[str]] = [
 def test_values_that_work_render(args: list[str]) -> None:
     done = helm("template", *args)
     assert done.returncode == 0, done.stderr
+
+
+def test_two_replicas_cannot_share_the_sqlite_claim() -> None:
+    """Two pods on one ReadWriteOnce claim cannot work (the second stays ContainerCreating on
+    another node); the chart refuses it, naming the value and what to set instead."""
+    done = helm("template", "--set", "replicas=2")
+    assert done.returncode != 0, done.stdout
+    assert "ledger.sqlite.persistence: 2 replicas cannot share" in done.stderr, done.stderr
+    for way_out in ("replicas: 1", "ledger.type: postgresql", "persistence.enabled: false"):
+        assert way_out in done.stderr, done.stderr
 
 
 CI_VALUES = sorted((CHART / "ci").glob("*-values.yaml"))
@@ -255,19 +266,45 @@ def notes(tmp_path: pathlib.Path, *args: str) -> str:
     return str(yaml.safe_load(done.stdout)["notes"])
 
 
-def test_the_install_notes_say_each_replica_has_its_own_sqlite_ledger(
-    tmp_path: pathlib.Path,
-) -> None:
+def test_the_install_notes_say_where_the_ledger_is(tmp_path: pathlib.Path) -> None:
+    """The default: one replica, its ledger on a claim; the notes say how to find out why the pod
+    stays Pending (a claim no StorageClass provisions) and what to set then."""
     text = notes(tmp_path)
-    assert "2 replicas, each with its own SQLite ledger" in text, text
-    assert "get lease graceguard-controller -o jsonpath='{.spec.holderIdentity}'" in text, text
-    one = notes(tmp_path, "--set", "replicas=1")
-    assert "its own SQLite ledger" not in one, one
+    assert "PersistentVolumeClaim graceguard-ledger (1Gi, StorageClass the cluster's default)" in (
+        text
+    ), text
+    assert "kubectl -n graceguard-system get pvc graceguard-ledger" in text, text
+    assert "ledger.sqlite.persistence.storageClassName" in text, text
+    assert "exec deploy/graceguard -- graceguard history" in text, text
+    assert "its own SQLite ledger" not in text and "emptyDir" in text, text
+    named = notes(tmp_path, "--set", "ledger.sqlite.persistence.storageClassName=fast")
+    assert "StorageClass fast" in named, named
+
+
+def test_the_install_notes_warn_of_an_emptydir_ledger(tmp_path: pathlib.Path) -> None:
+    one = notes(tmp_path, "--set", "ledger.sqlite.persistence.enabled=false")
+    assert "the SQLite ledger is on an emptyDir" in one, one
+    assert "its own SQLite ledger" not in one and "get pvc" not in one, one
+    two = notes(tmp_path, "--set", "replicas=2", "--set", "ledger.sqlite.persistence.enabled=false")
+    assert "2 replicas, each with its own SQLite ledger (on an emptyDir" in two, two
+    assert "get lease graceguard-controller -o jsonpath='{.spec.holderIdentity}'" in two, two
+    assert "One controller replica" not in two, two
+    shared_file = notes(
+        tmp_path / "rwx",
+        "--set",
+        "replicas=2",
+        "--set-json",
+        'ledger.sqlite.persistence.accessModes=["ReadWriteMany"]',
+    )
+    assert "2 replicas share one SQLite file on the claim" in shared_file, shared_file
+    assert "its own SQLite ledger" not in shared_file, shared_file
     shared = notes(
         tmp_path / "pg",
         "--set",
         "ledger.type=postgresql",
         "--set",
         "ledger.postgresql.existingSecret=s",
+        "--set",
+        "replicas=2",
     )
-    assert "its own SQLite ledger" not in shared, shared
+    assert "SQLite" not in shared and "get pvc" not in shared, shared

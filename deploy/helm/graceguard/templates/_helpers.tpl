@@ -74,7 +74,7 @@ app.kubernetes.io/component: controller
 {{- end -}}
 {{- $p := .Values.ledger.sqlite.persistence -}}
 {{- if and (eq .Values.ledger.type "sqlite") $p.enabled (not $p.existingClaim) (gt (int .Values.replicas) 1) (not (has "ReadWriteMany" $p.accessModes)) -}}
-{{- fail "ledger.sqlite.persistence: a ReadWriteOnce claim cannot be shared by several replicas; set replicas: 1, accessModes: [ReadWriteMany], or ledger.type: postgresql" -}}
+{{- fail (printf "ledger.sqlite.persistence: %v replicas cannot share the ledger's ReadWriteOnce claim; set replicas: 1, or ledger.type: postgresql (one history for a standby controller), or accessModes: [ReadWriteMany], or persistence.enabled: false (each replica its own file on an emptyDir, lost with its pod)" .Values.replicas) -}}
 {{- end -}}
 {{- end -}}
 
