@@ -85,23 +85,17 @@ def agent(
     the agent warns (event on the node, log, metric) when the pods need longer. Without
     logind it keeps running, says why in the condition and retries.
     """
-    ports = {"--metrics-port": metrics_port, "--health-port": health_port}
     try:
-        options.check_dns_subdomain(options.named("node", "--node", "NODE_NAME"), node)
-        options.check_identity(options.named("identity", "--identity", "POD_NAME"), identity)
-        margin = _margin(release_margin)
-        take_over = _take_over_after(take_over_after)
-        if bus_address is not None:
-            _check_bus(
-                options.named("bus_address", "--bus-address", "DBUS_SYSTEM_BUS_ADDRESS"),
-                bus_address,
-            )
-        if imds and not imds_endpoint.startswith(("http://", "https://")):
-            raise files.InputError(
-                f"--imds-endpoint: expected an http:// URL, got {options.shown(imds_endpoint)}"
-            )
-        options.check_distinct(ports)
-        options.check_listen("--probe-host", probe_host, ports)
+        margin, take_over = _checked(
+            node=node,
+            identity=identity,
+            release_margin=release_margin,
+            take_over_after=take_over_after,
+            bus_address=bus_address,
+            imds_endpoint=imds_endpoint if imds else None,
+            ports={"--metrics-port": metrics_port, "--health-port": health_port},
+            probe_host=probe_host,
+        )
     except files.InputError as err:
         raise files.fail(str(err)) from None
     supervisor.setup_logging(verbose=verbose)
@@ -119,6 +113,37 @@ def agent(
             probe_host=probe_host,
         )
     )
+
+
+def _checked(
+    *,
+    node: str,
+    identity: str | None,
+    release_margin: str,
+    take_over_after: str,
+    bus_address: str | None,
+    imds_endpoint: str | None,
+    ports: dict[str, int],
+    probe_host: str,
+) -> tuple[dt.timedelta, dt.timedelta | None]:
+    """The options checked, in the order they are told (``InputError`` naming the first bad
+    one): the node's and the agent's names, the release margin and the take-over time (both
+    returned), the bus address, instance metadata's address (when watched), the endpoints."""
+    options.check_dns_subdomain(options.named("node", "--node", "NODE_NAME"), node)
+    options.check_identity(options.named("identity", "--identity", "POD_NAME"), identity)
+    margin = _margin(release_margin)
+    take_over = _take_over_after(take_over_after)
+    if bus_address is not None:
+        _check_bus(
+            options.named("bus_address", "--bus-address", "DBUS_SYSTEM_BUS_ADDRESS"), bus_address
+        )
+    if imds_endpoint is not None and not imds_endpoint.startswith(("http://", "https://")):
+        raise files.InputError(
+            f"--imds-endpoint: expected an http:// URL, got {options.shown(imds_endpoint)}"
+        )
+    options.check_distinct(ports)
+    options.check_listen("--probe-host", probe_host, ports)
+    return margin, take_over
 
 
 MARGIN_MAX = dt.timedelta(minutes=10)

@@ -105,25 +105,17 @@ def controller(
     `graceguard drain NODE`.
     """
     supervisor.setup_logging(verbose=verbose)
-    ports = {"--metrics-port": metrics_port, "--health-port": health_port}
     try:
-        ns_option = options.named("lease_namespace", "--lease-namespace", "POD_NAMESPACE")
-        options.check_dns_label(ns_option, lease_namespace)
-        options.check_dns_subdomain("--lease-name", lease_name)
-        for flag, name in (
-            ("--window-evictions", window_evictions),
-            ("--notify-outbox", notify_outbox),
-        ):
-            if name is not None:
-                options.check_dns_subdomain(flag, name)
-        options.check_identity(options.named("identity", "--identity", "POD_NAME"), identity)
-        options.check_range("--log-lines", log_lines, low=0, high=LOG_LINES_MAX)
-        options.check_distinct(ports)
-    except files.InputError as err:
-        raise files.fail(str(err)) from None
-    aws = _aws_options(aws_queue, aws_endpoint, aws_region, aws_visibility_timeout)
-    try:
-        options.check_listen("--probe-host", probe_host, ports)
+        aws = _checked(
+            lease_namespace=lease_namespace,
+            lease_name=lease_name,
+            state_maps={"--window-evictions": window_evictions, "--notify-outbox": notify_outbox},
+            identity=identity,
+            log_lines=log_lines,
+            ports={"--metrics-port": metrics_port, "--health-port": health_port},
+            probe_host=probe_host,
+            aws=(aws_queue, aws_endpoint, aws_region, aws_visibility_timeout),
+        )
     except files.InputError as err:
         raise files.fail(str(err)) from None
     url = ledger_url or ledger_store.DEFAULT_URL
@@ -152,18 +144,49 @@ def controller(
     )
 
 
+def _checked(
+    *,
+    lease_namespace: str,
+    lease_name: str,
+    state_maps: dict[str, str | None],
+    identity: str | None,
+    log_lines: int,
+    ports: dict[str, int],
+    probe_host: str,
+    aws: tuple[str | None, str | None, str | None, int],
+) -> aws_process.AwsOptions | None:
+    """The options checked, in the order they are told (``InputError`` naming the first bad
+    one): those that name Kubernetes objects, the identity, the log lines, the ports, the AWS
+    options (``_aws_options``), where the endpoints listen. The AWS options, if any."""
+    ns_option = options.named("lease_namespace", "--lease-namespace", "POD_NAMESPACE")
+    options.check_dns_label(ns_option, lease_namespace)
+    options.check_dns_subdomain("--lease-name", lease_name)
+    for flag, name in state_maps.items():
+        if name is not None:
+            options.check_dns_subdomain(flag, name)
+    options.check_identity(options.named("identity", "--identity", "POD_NAME"), identity)
+    options.check_range("--log-lines", log_lines, low=0, high=LOG_LINES_MAX)
+    options.check_distinct(ports)
+    checked_aws = _aws_options(*aws)
+    options.check_listen("--probe-host", probe_host, ports)
+    return checked_aws
+
+
 def _aws_options(
     queue: str | None, endpoint: str | None, region: str | None, visibility: int
 ) -> aws_process.AwsOptions | None:
-    """The AWS options checked: URLs where URLs go, endpoint and region only with a queue."""
+    """The AWS options checked (``InputError``): URLs where URLs go, endpoint and region only
+    with a queue."""
     if queue is None:
         if endpoint is not None or region is not None:
-            raise files.fail("--aws-endpoint and --aws-region need --aws-queue")
+            raise files.InputError("--aws-endpoint and --aws-region need --aws-queue")
         return None
     if not queue.startswith(("https://", "http://")):
-        raise files.fail(f"--aws-queue: expected an SQS queue URL (https://...), got {queue!r}")
+        raise files.InputError(
+            f"--aws-queue: expected an SQS queue URL (https://...), got {queue!r}"
+        )
     if endpoint is not None and not endpoint.startswith(("https://", "http://")):
-        raise files.fail(f"--aws-endpoint: expected a URL, got {endpoint!r}")
+        raise files.InputError(f"--aws-endpoint: expected a URL, got {endpoint!r}")
     return aws_process.AwsOptions(
         queue_url=queue, endpoint=endpoint, region=region, visibility_seconds=visibility
     )

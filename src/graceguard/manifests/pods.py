@@ -55,7 +55,7 @@ def _int(value: object, field: str, default: int) -> int:
     return value
 
 
-def pod_from_manifest(doc: object) -> cluster.Pod:  # noqa: C901, PLR0912, PLR0915 - one step per field read, each naming its field on error
+def pod_from_manifest(doc: object) -> cluster.Pod:
     """Read a Pod as the API serves it (``metadata``, ``spec``, ``status``)."""
     if not isinstance(doc, Mapping):
         raise ManifestError("<document>", "expected a Pod manifest (a mapping)")
@@ -81,60 +81,16 @@ def pod_from_manifest(doc: object) -> cluster.Pod:  # noqa: C901, PLR0912, PLR09
     node = spec.get("nodeName")
     if node is not None and not isinstance(node, str):
         raise ManifestError("spec.nodeName", f"expected a string, got {node!r}")
-
     owners = meta.get("ownerReferences") or []
     if not isinstance(owners, list):
         raise ManifestError("metadata.ownerReferences", "expected a list")
-    daemon = "kubernetes.io/config.mirror" in mapping(
+    mirror = "kubernetes.io/config.mirror" in mapping(
         meta.get("annotations"), "metadata.annotations"
     )
-    workload: cluster.WorkloadRef | None = None
-    owner_kind: str | None = None
-    for i, raw_owner in enumerate(owners):
-        owner = mapping(raw_owner, f"metadata.ownerReferences[{i}]")
-        if owner.get("controller") is False:
-            continue
-        okind, oname = owner.get("kind"), owner.get("name")
-        if owner_kind is None and isinstance(okind, str) and okind:
-            owner_kind = okind
-        if okind == "DaemonSet":
-            daemon = True
-        elif isinstance(okind, str) and okind in _WORKLOAD_KINDS and isinstance(oname, str):
-            workload = cluster.WorkloadRef(okind, namespace, oname)
-
-    deletion = _time(meta.get("deletionTimestamp"), "metadata.deletionTimestamp")
-    deleting_since = None
-    if deletion is not None:
-        deletion_grace = _int(
-            meta.get("deletionGracePeriodSeconds"), "metadata.deletionGracePeriodSeconds", grace
-        )
-        try:
-            deleting_since = deletion - dt.timedelta(seconds=deletion_grace)
-        except OverflowError:
-            raise ManifestError(
-                "metadata.deletionGracePeriodSeconds",
-                f"{deletion_grace} seconds before the deletionTimestamp is not a time",
-            ) from None
-
-    phase_raw = status.get("phase", "Running")
-    try:
-        phase = cluster.PodPhase(phase_raw)
-    except ValueError:
-        raise ManifestError("status.phase", f"unknown phase {phase_raw!r}") from None
-
-    ready = phase == cluster.PodPhase.RUNNING
-    notice_stage: str | None = None
-    conditions = status.get("conditions") or []
-    if not isinstance(conditions, list):
-        raise ManifestError("status.conditions", "expected a list")
-    for i, raw_cond in enumerate(conditions):
-        cond = mapping(raw_cond, f"status.conditions[{i}]")
-        if cond.get("type") == "Ready":
-            ready = cond.get("status") == "True"
-        elif cond.get("type") == POD_EVICTION_CONDITION and cond.get("status") == "True":
-            reason = cond.get("reason")
-            notice_stage = reason if isinstance(reason, str) else None
-
+    workload, owner_kind, daemon_owned = _owners(owners, namespace)
+    deleting_since = _deleting_since(meta, grace)
+    phase = _phase(status)
+    ready, notice_stage = _conditions(status, phase)
     return cluster.Pod(
         namespace=namespace,
         name=name,
@@ -149,7 +105,73 @@ def pod_from_manifest(doc: object) -> cluster.Pod:  # noqa: C901, PLR0912, PLR09
         ready=ready,
         phase=phase,
         deleting_since=deleting_since,
-        daemon=daemon,
+        daemon=mirror or daemon_owned,
         notice_stage=notice_stage,
         owner_kind=sys.intern(owner_kind) if owner_kind is not None else None,
     )
+
+
+def _owners(
+    owners: list[object], namespace: str
+) -> tuple[cluster.WorkloadRef | None, str | None, bool]:
+    """From ``metadata.ownerReferences`` (those not marked ``controller: false``): the workload
+    that owns the pod, the first owner's kind, and whether a DaemonSet owns it."""
+    workload: cluster.WorkloadRef | None = None
+    owner_kind: str | None = None
+    daemon = False
+    for i, raw_owner in enumerate(owners):
+        owner = mapping(raw_owner, f"metadata.ownerReferences[{i}]")
+        if owner.get("controller") is False:
+            continue
+        okind, oname = owner.get("kind"), owner.get("name")
+        if owner_kind is None and isinstance(okind, str) and okind:
+            owner_kind = okind
+        if okind == "DaemonSet":
+            daemon = True
+        elif isinstance(okind, str) and okind in _WORKLOAD_KINDS and isinstance(oname, str):
+            workload = cluster.WorkloadRef(okind, namespace, oname)
+    return workload, owner_kind, daemon
+
+
+def _deleting_since(meta: Mapping[str, Any], grace: int) -> dt.datetime | None:
+    """When the pod was asked to stop: its ``deletionTimestamp`` less the grace it was given
+    (``None``: not being deleted)."""
+    deletion = _time(meta.get("deletionTimestamp"), "metadata.deletionTimestamp")
+    if deletion is None:
+        return None
+    deletion_grace = _int(
+        meta.get("deletionGracePeriodSeconds"), "metadata.deletionGracePeriodSeconds", grace
+    )
+    try:
+        return deletion - dt.timedelta(seconds=deletion_grace)
+    except OverflowError:
+        raise ManifestError(
+            "metadata.deletionGracePeriodSeconds",
+            f"{deletion_grace} seconds before the deletionTimestamp is not a time",
+        ) from None
+
+
+def _phase(status: Mapping[str, Any]) -> cluster.PodPhase:
+    phase_raw = status.get("phase", "Running")
+    try:
+        return cluster.PodPhase(phase_raw)
+    except ValueError:
+        raise ManifestError("status.phase", f"unknown phase {phase_raw!r}") from None
+
+
+def _conditions(status: Mapping[str, Any], phase: cluster.PodPhase) -> tuple[bool, str | None]:
+    """Whether the pod is ready (its ``Ready`` condition; running, without one), and the notice
+    stage graceguard's ``PodEviction`` condition says, if true."""
+    ready = phase == cluster.PodPhase.RUNNING
+    notice_stage: str | None = None
+    conditions = status.get("conditions") or []
+    if not isinstance(conditions, list):
+        raise ManifestError("status.conditions", "expected a list")
+    for i, raw_cond in enumerate(conditions):
+        cond = mapping(raw_cond, f"status.conditions[{i}]")
+        if cond.get("type") == "Ready":
+            ready = cond.get("status") == "True"
+        elif cond.get("type") == POD_EVICTION_CONDITION and cond.get("status") == "True":
+            reason = cond.get("reason")
+            notice_stage = reason if isinstance(reason, str) else None
+    return ready, notice_stage

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import functools
 import pathlib
 
 from graceguard.adapters import ledger as ledger_store
@@ -106,23 +107,15 @@ async def run(
         ", ".join(sorted(trusted)),
         failure_policy,
     )
-
-    async def keep_armed() -> None:
-        """Once this replica can answer (listening, cache synced), the configured failure policy
-        on its configuration, checked again every ``ARM_EVERY`` seconds."""
-        while True:
-            if state.synced and arm_configuration is not None:
-                await webhook_config.arm(
-                    client,
-                    configuration=arm_configuration,
-                    webhook=WEBHOOK_NAME,
-                    failure_policy=str(failure_policy),
-                )
-            await asyncio.sleep(ARM_EVERY if state.synced else 0.5)
-
     tasks = {"cache": state.run, "tls": tls.watch}
     if arm_configuration is not None:
-        tasks["arm"] = keep_armed
+        tasks["arm"] = functools.partial(
+            _keep_armed,
+            client,
+            state=state,
+            configuration=arm_configuration,
+            failure_policy=failure_policy,
+        )
     if presence is not None:
         tasks["controller-lease"] = presence.run
     await supervisor.supervise(
@@ -142,3 +135,23 @@ async def run(
             client.close,
         ],
     )
+
+
+async def _keep_armed(
+    client: kube_client.Client,
+    *,
+    state: admission_state.LiveAdmissionState,
+    configuration: str,
+    failure_policy: FailurePolicy,
+) -> None:
+    """Once this replica can answer (listening, cache synced), the configured failure policy on
+    its configuration, checked again every ``ARM_EVERY`` seconds."""
+    while True:
+        if state.synced:
+            await webhook_config.arm(
+                client,
+                configuration=configuration,
+                webhook=WEBHOOK_NAME,
+                failure_policy=str(failure_policy),
+            )
+        await asyncio.sleep(ARM_EVERY if state.synced else 0.5)
