@@ -179,7 +179,7 @@ class Webhook:
     def denials(self, **filters: str) -> tuple[ledger_values.DenialRecord, ...]:
         async def read() -> tuple[ledger_values.DenialRecord, ...]:
             async with await Ledger.open(self.ledger, create=False) as led:
-                return await led.denials(**filters)  # type: ignore[arg-type]
+                return await led.denials.query(**filters)  # type: ignore[arg-type]
 
         return asyncio.run(read())
 

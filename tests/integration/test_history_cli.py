@@ -63,7 +63,7 @@ async def _evict(
         grace_seconds=7200,
         logs=captured,
     )
-    assert await led.claim(action)
+    assert await led.actions.claim(action)
     return action
 
 
@@ -71,7 +71,7 @@ async def _seed(url: str) -> None:
     source = TestLogSource(frozenset({"train-kwok"}))
     async with await Ledger.open(url) as led:
         # 1. kubectl delete pod etl-7 --grace-period=30, two hours into its 3h min-runtime.
-        await led.record(
+        await led.terminations.record(
             t.build_record(
                 t.Observation(
                     namespace="batch",
@@ -92,8 +92,8 @@ async def _seed(url: str) -> None:
             at = NOW + 5 * MIN
             await _evict(led, source, pod=pod, node=node, at=at)
             # ...later (perhaps after a restart) the controller sees the pod terminate:
-            seen = ledger.latest_eviction(await led.actions_for(f"uid-{pod}"))
-            await led.record(
+            seen = ledger.latest_eviction(await led.actions.for_pod(f"uid-{pod}"))
+            await led.terminations.record(
                 t.build_record(
                     t.Observation(
                         namespace="batch",

@@ -73,8 +73,8 @@ async def test_a_record_round_trips(ledger_url: str) -> None:
         logs=t.CapturedLogs(("naïve ünïcode ✓", "", "last line"), t.LOG_CAPTURED),
     )
     async with await Ledger.open(ledger_url) as led:
-        assert await led.record(rec)
-        (back,) = await led.query()
+        assert await led.terminations.record(rec)
+        (back,) = await led.terminations.query()
     assert back == rec
     assert back.started_at.tzinfo is not None
     assert back.premature and back.initiator == "api-delete"
@@ -84,16 +84,16 @@ async def test_a_record_round_trips(ledger_url: str) -> None:
 async def test_the_same_termination_twice_is_one_row_also_after_a_restart(ledger_url: str) -> None:
     rec = record()
     async with await Ledger.open(ledger_url) as led:
-        assert await led.record(rec)
-        assert not await led.record(rec)
+        assert await led.terminations.record(rec)
+        assert not await led.terminations.record(rec)
         later = dataclasses.replace(rec, recorded_at=rec.recorded_at + MIN, message="seen again")
-        assert not await led.record(later)
+        assert not await led.terminations.record(later)
     async with await Ledger.open(ledger_url) as restarted:  # a new process: schema already there
-        assert not await restarted.record(rec)
-        assert await restarted.query() == (rec,)
+        assert not await restarted.terminations.record(rec)
+        assert await restarted.terminations.query() == (rec,)
         # Another termination of the same uid (a later start) is its own row.
-        assert await restarted.record(dataclasses.replace(rec, started_at=NOW + MIN))
-        assert len(await restarted.query()) == 2
+        assert await restarted.terminations.record(dataclasses.replace(rec, started_at=NOW + MIN))
+        assert len(await restarted.terminations.query()) == 2
 
 
 @pytest.mark.asyncio
@@ -106,10 +106,10 @@ async def test_query_filters_and_order(ledger_url: str) -> None:
     ]
     async with await Ledger.open(ledger_url) as led:
         for r in recs:
-            assert await led.record(r)
+            assert await led.terminations.record(r)
 
         async def pods(**filters: object) -> list[str]:
-            return [r.key for r in await led.query(**filters)]  # type: ignore[arg-type]
+            return [r.key for r in await led.terminations.query(**filters)]  # type: ignore[arg-type]
 
         assert await pods() == ["web/c", "web/a", "batch/b", "batch/a"]  # newest first
         assert await pods(namespace="batch") == ["batch/b", "batch/a"]
@@ -127,19 +127,20 @@ async def test_query_filters_and_order(ledger_url: str) -> None:
 async def test_an_action_is_claimed_once_and_survives_a_restart(ledger_url: str) -> None:
     action = eviction()
     async with await Ledger.open(ledger_url) as led:
-        assert await led.claim(action)
-        assert not await led.claim(dataclasses.replace(action, at=NOW + MIN))
+        assert await led.actions.claim(action)
+        assert not await led.actions.claim(dataclasses.replace(action, at=NOW + MIN))
         notice = eviction(kind=ledger.ActionKind.SCHEDULED_EVICTION)
-        assert await led.claim(notice)
-        assert await led.claim(eviction(request_id="another-request"))
+        assert await led.actions.claim(notice)
+        assert await led.actions.claim(eviction(request_id="another-request"))
     async with await Ledger.open(ledger_url) as restarted:
-        assert not await restarted.claim(action)  # a restarted controller does not evict again
-        actions = await restarted.actions_for("uid-batch-train-0")
+        # a restarted controller does not evict again
+        assert not await restarted.actions.claim(action)
+        actions = await restarted.actions.for_pod("uid-batch-train-0")
         assert [a.kind for a in actions].count(ledger.ActionKind.EVICTION) == 2
         assert action in actions
-        evictions = await restarted.evictions_for("uid-batch-train-0")
+        evictions = await restarted.actions.evictions_for("uid-batch-train-0")
         assert {e.request_id for e in evictions} == {"drain-node-a", "another-request"}
-        assert await restarted.actions_for("someone-else") == ()
+        assert await restarted.actions.for_pod("someone-else") == ()
 
 
 @pytest.mark.asyncio
@@ -147,9 +148,9 @@ async def test_an_eviction_with_its_logs_becomes_the_termination_record(ledger_u
     """graceguard claims the eviction (with the captured logs) and evicts; a restarted
     controller then sees the pod go and records who killed it, with what it said last."""
     async with await Ledger.open(ledger_url) as before:
-        assert await before.claim(eviction())
+        assert await before.actions.claim(eviction())
     async with await Ledger.open(ledger_url) as after:
-        seen = ledger.latest_eviction(await after.actions_for("uid-batch-train-0"))
+        seen = ledger.latest_eviction(await after.actions.for_pod("uid-batch-train-0"))
         rec = t.build_record(
             t.Observation(
                 namespace="batch",
@@ -164,8 +165,8 @@ async def test_an_eviction_with_its_logs_becomes_the_termination_record(ledger_u
             ),
             recorded_at=NOW + MIN,
         )
-        assert await after.record(rec)
-        (back,) = await after.query(pod="train-0")
+        assert await after.terminations.record(rec)
+        (back,) = await after.terminations.query(pod="train-0")
     assert (back.initiator, back.request_id) == ("graceguard", "drain-node-a")
     assert back.log_lines == ("epoch 9/10", "saving checkpoint")
     assert not back.premature
@@ -178,7 +179,7 @@ async def test_schema_is_created_once_and_versioned(ledger_url: str) -> None:
     async with await Ledger.open(ledger_url) as second:
         assert await second.schema_version() == schema.SCHEMA_VERSION
     async with await Ledger.open(ledger_url, create=False) as reader:
-        assert await reader.query() == ()
+        assert await reader.terminations.query() == ()
     # A ledger written by a newer graceguard is refused, not misread.
     engine = create_async_engine(ledger_url)
     async with engine.begin() as conn:
@@ -225,7 +226,7 @@ async def test_bad_urls_and_unreachable_servers_are_one_line() -> None:
 async def test_plain_urls_get_the_async_driver(sqlite_url: str, pg_url: str) -> None:
     for url in (sqlite_url.replace("+aiosqlite", ""), pg_url.replace("+asyncpg", "")):
         async with await Ledger.open(url) as led:
-            assert await led.record(record())
+            assert await led.terminations.record(record())
             assert "+a" in led.url
 
 
@@ -235,4 +236,4 @@ async def test_naive_times_are_refused_by_the_column_type() -> None:
         rec = record()
         object.__setattr__(rec, "started_at", NOW.replace(tzinfo=None))
         with pytest.raises(LedgerError, match="naive datetime"):
-            await led.record(rec)
+            await led.terminations.record(rec)

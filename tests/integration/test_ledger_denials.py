@@ -48,14 +48,14 @@ def test_reporting_periods_are_aligned() -> None:
 @pytest.mark.asyncio
 async def test_a_refusal_is_recorded_once_per_period(ledger_url: str) -> None:
     async with await Ledger.open(ledger_url) as led:
-        assert await led.record_denial(denial())
+        assert await led.denials.record_denial(denial())
         # The evictor's retry a few seconds later, answered by this or another replica.
-        assert not await led.record_denial(denial(NOW + dt.timedelta(seconds=5)))
-        assert await led.record_denial(denial(rule="window"))
-        assert await led.record_denial(denial(NOW + EVERY))
-        assert await led.record_denial(denial(pod="other"))
+        assert not await led.denials.record_denial(denial(NOW + dt.timedelta(seconds=5)))
+        assert await led.denials.record_denial(denial(rule="window"))
+        assert await led.denials.record_denial(denial(NOW + EVERY))
+        assert await led.denials.record_denial(denial(pod="other"))
     async with await Ledger.open(ledger_url, create=False) as reader:
-        found = await reader.denials(pod="train-0")
+        found = await reader.denials.query(pod="train-0")
         assert [(d.rule, d.at) for d in found] == [
             ("protection", NOW + EVERY),
             ("window", NOW),
@@ -63,9 +63,10 @@ async def test_a_refusal_is_recorded_once_per_period(ledger_url: str) -> None:
         ]
         assert found[-1] == denial()
         assert (
-            len(await reader.denials(namespace="batch", since=NOW + dt.timedelta(seconds=1))) == 1
+            len(await reader.denials.query(namespace="batch", since=NOW + dt.timedelta(seconds=1)))
+            == 1
         )
-        assert len(await reader.denials(limit=2)) == 2
+        assert len(await reader.denials.query(limit=2)) == 2
 
 
 def _v1_tables() -> sa.MetaData:
@@ -85,21 +86,21 @@ async def test_a_version_1_ledger_is_read_as_is_then_migrated_forward(ledger_url
     await engine.dispose()
     async with await Ledger.open(ledger_url, create=False) as reader:
         assert await reader.schema_version() == 1
-        assert await reader.denials() == ()  # read-only: not migrated, no denials to show
+        assert await reader.denials.query() == ()  # read-only: not migrated, no denials to show
 
     # The version-1 tables are written as version 1 wrote them (the same table objects).
     v1 = await Ledger.open(ledger_url, create=False)
-    await v1.claim(eviction())
-    await v1.record(record())
+    await v1.actions.claim(eviction())
+    await v1.terminations.record(record())
     await v1.close()
 
     async with await Ledger.open(ledger_url) as writer:
         assert await writer.schema_version() == schema.SCHEMA_VERSION == 2
-        assert await writer.record_denial(denial())
-        assert await writer.actions_for(eviction().uid) == (eviction(),)
-        assert await writer.query() == (record(),)
+        assert await writer.denials.record_denial(denial())
+        assert await writer.actions.for_pod(eviction().uid) == (eviction(),)
+        assert await writer.terminations.query() == (record(),)
     async with await Ledger.open(ledger_url, create=False) as reader:
-        assert await reader.denials() == (denial(),)
+        assert await reader.denials.query() == (denial(),)
 
 
 @pytest.mark.asyncio
@@ -120,4 +121,4 @@ async def test_the_lazy_ledger_answers_while_down_and_records_once_it_can_be_ope
     assert not await lazy.record_denial(denial(NOW + dt.timedelta(seconds=5), pod="late"))
     await lazy.close()
     async with await Ledger.open(url, create=False) as reader:
-        assert [d.pod for d in await reader.denials()] == ["late"]
+        assert [d.pod for d in await reader.denials.query()] == ["late"]

@@ -57,9 +57,9 @@ async def test_racing_replicas_record_a_termination_once(pg_url: str) -> None:
     try:
         for round_ in range(5):
             rec = record(round_)
-            wrote = await asyncio.gather(*(led.record(rec) for led in all_))
+            wrote = await asyncio.gather(*(led.terminations.record(rec) for led in all_))
             assert wrote.count(True) == 1, wrote
-        assert len(await all_[0].query()) == 5
+        assert len(await all_[0].terminations.query()) == 5
     finally:
         await close(all_)
 
@@ -79,9 +79,9 @@ async def test_racing_replicas_send_an_eviction_once(pg_url: str) -> None:
                 at=NOW,
                 grace_seconds=7200,
             )
-            claimed = await asyncio.gather(*(led.claim(action) for led in all_))
+            claimed = await asyncio.gather(*(led.actions.claim(action) for led in all_))
             assert claimed.count(True) == 1, claimed
-            assert len(await all_[-1].evictions_for(f"uid-{round_}")) == 1
+            assert len(await all_[-1].actions.evictions_for(f"uid-{round_}")) == 1
     finally:
         await close(all_)
 
@@ -93,11 +93,14 @@ async def test_replicas_writing_side_by_side_lose_nothing(pg_url: str) -> None:
     try:
 
         async def write(i: int, led: Ledger) -> list[bool]:
-            return [await led.record(record(i * per_replica + k)) for k in range(per_replica)]
+            return [
+                await led.terminations.record(record(i * per_replica + k))
+                for k in range(per_replica)
+            ]
 
         results = await asyncio.gather(*(write(i, led) for i, led in enumerate(all_)))
         assert all(all(r) for r in results)
-        stored = await all_[0].query()
+        stored = await all_[0].terminations.query()
         assert len(stored) == REPLICAS * per_replica
         assert len({r.uid for r in stored}) == REPLICAS * per_replica
     finally:

@@ -332,7 +332,8 @@ def test_the_observer_tells_of_a_premature_termination() -> None:
     collect = Collect()
     events = FakeEvents()
     observer = recording.TerminationObserver(
-        ledger_port=FakeLedger(),
+        actions=(fake_ledger := FakeLedger()),
+        terminations=fake_ledger,
         cluster=events,
         in_force=_Defaults(),
         clock=lambda: NOW,

@@ -28,7 +28,8 @@ class Logs:
 def observe(annotations: dict[str, str], *, grace: int = 30) -> tuple[FakeLedger, Logs]:
     fake_ledger, source = FakeLedger(), Logs()
     observer = recording.TerminationObserver(
-        ledger_port=fake_ledger,
+        actions=fake_ledger,
+        terminations=fake_ledger,
         cluster=FakeEvents(),
         in_force=_Defaults(),
         clock=lambda: NOW,

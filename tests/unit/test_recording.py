@@ -73,7 +73,8 @@ def _pod(
 
 def _observer(fake_ledger: FakeLedger, events: FakeEvents) -> recording.TerminationObserver:
     return recording.TerminationObserver(
-        ledger_port=fake_ledger,
+        actions=fake_ledger,
+        terminations=fake_ledger,
         cluster=events,
         in_force=_Defaults(),
         clock=lambda: NOW,
@@ -123,7 +124,11 @@ def test_the_observer_reads_the_policy_in_force_when_the_pod_goes() -> None:
     in_force = _Changing()
     fake_ledger, events = FakeLedger(), FakeEvents()
     observer = recording.TerminationObserver(
-        ledger_port=fake_ledger, cluster=events, in_force=in_force, clock=lambda: NOW
+        actions=fake_ledger,
+        terminations=fake_ledger,
+        cluster=events,
+        in_force=in_force,
+        clock=lambda: NOW,
     )
     raw = _pod(deleted=NOW, grace=7200, annotations={ann.MIN_RUNTIME: "3h"})
     asyncio.run(observer.on_pod("DELETED", raw))
@@ -138,7 +143,7 @@ def test_the_observer_reads_the_policy_in_force_when_the_pod_goes() -> None:
 def test_graceguard_eviction_is_attributed_with_its_logs() -> None:
     fake_ledger, events = FakeLedger(), FakeEvents()
     recorder = recording.Recorder(
-        ledger_port=fake_ledger,
+        actions=fake_ledger,
         log_source=Logs(),
         containers=lambda _pod: _containers(),
         lines=200,

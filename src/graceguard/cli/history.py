@@ -157,7 +157,7 @@ async def _query(
     limit: int | None,
 ) -> tuple[termination.TerminationRecord, ...]:
     async with await Ledger.open(url, create=False) as ledger:
-        return await ledger.query(
+        return await ledger.terminations.query(
             namespace=namespace, pod=pod, premature=premature, since=since, limit=limit
         )
 

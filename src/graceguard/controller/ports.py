@@ -135,12 +135,21 @@ class LogSource(Protocol):
         """
 
 
-class LedgerPort(Protocol):
-    """The ledger: graceguard's own evictions and every termination on the cluster."""
+class ActionLedger(Protocol):
+    """graceguard's own actions in the ledger, claimed before they are sent."""
 
-    async def claim(self, action: ledger.ActionRecord) -> bool: ...
-    async def record(self, rec: termination.TerminationRecord) -> bool: ...
-    async def evictions_for(self, uid: str) -> tuple[ledger.ActionRecord, ...]: ...
+    async def claim(self, action: ledger.ActionRecord) -> bool:
+        """``True``: the first to claim it, send it; ``False``: claimed before, do not resend."""
+
+    async def evictions_for(self, uid: str) -> tuple[ledger.ActionRecord, ...]:
+        """The evictions graceguard claimed for the pod, oldest first."""
+
+
+class TerminationLedger(Protocol):
+    """Every termination on the cluster, in the ledger."""
+
+    async def record(self, rec: termination.TerminationRecord) -> bool:
+        """``False`` when it was recorded before (the same pod and start)."""
 
 
 class RoundView(Protocol):

@@ -38,13 +38,13 @@ class Recorder:
     def __init__(
         self,
         *,
-        ledger_port: ports.LedgerPort,
+        actions: ports.ActionLedger,
         log_source: ports.LogSource | None,
         containers: Callable[[act.PodRef], Awaitable[Sequence[str]]],
         lines: int,
         clock: Callable[[], dt.datetime],
     ) -> None:
-        self._ledger = ledger_port
+        self._actions = actions
         self._logs = log_source
         self._containers = containers
         self._lines = lines
@@ -76,7 +76,7 @@ class Recorder:
             logs=captured,
         )
         try:
-            await self._ledger.claim(record)
+            await self._actions.claim(record)
         except Exception as err:  # the ledger being down must not stop a drain
             log.warning("cannot write the eviction of %s to the ledger: %s", action.pod.key, err)
 
@@ -87,7 +87,8 @@ class TerminationObserver:
     def __init__(
         self,
         *,
-        ledger_port: ports.LedgerPort,
+        actions: ports.ActionLedger,
+        terminations: ports.TerminationLedger,
         cluster: ports.EventPoster,
         in_force: ports.PolicyInForce,
         clock: Callable[[], dt.datetime],
@@ -96,7 +97,8 @@ class TerminationObserver:
         log_source: ports.LogSource | None = None,
         log_lines: int = logs.DEFAULT_LINES,
     ) -> None:
-        self._ledger = ledger_port
+        self._actions = actions
+        self._terminations = terminations
         self._cluster = cluster
         self._notifier = notifier
         self._metrics = metrics or controller_metrics.ControllerMetrics()
@@ -168,7 +170,7 @@ class TerminationObserver:
     async def _report_if_premature(self, raw: dict[str, Any]) -> None:
         uid = str((raw.get("metadata") or {}).get("uid", ""))
         try:
-            eviction = ledger.latest_eviction(await self._ledger.evictions_for(uid))
+            eviction = ledger.latest_eviction(await self._actions.evictions_for(uid))
         except Exception as err:  # without the ledger, judge from the API alone
             log.warning("cannot read the ledger for pod %s: %s", uid, err)
             eviction = None
@@ -230,7 +232,7 @@ class TerminationObserver:
     async def _record(self, raw: dict[str, Any], uid: str) -> None:
         captured = await self._captured(uid)
         try:
-            evictions = await self._ledger.evictions_for(uid)
+            evictions = await self._actions.evictions_for(uid)
             obs = terminations.observation(
                 raw,
                 observed_at=self._clock(),
@@ -239,7 +241,7 @@ class TerminationObserver:
                 eviction=ledger.latest_eviction(evictions),
                 deletion=self._deletions.get(uid),
             )
-            await self._ledger.record(
+            await self._terminations.record(
                 termination.build_record(obs, recorded_at=self._clock(), logs=captured)
             )
         except Exception as err:  # the ledger being down must not stop the watch

@@ -70,7 +70,7 @@ class ActionRecord:
 def latest_eviction(
     actions: tuple[ActionRecord, ...],
 ) -> termination.GraceguardEviction | None:
-    """The last eviction among a pod's actions (``Ledger.actions_for(uid)``), if any."""
+    """The last eviction among a pod's actions (the ledger's ``actions.for_pod(uid)``), if any."""
     evictions = [a for a in actions if a.kind.evicts]
     if not evictions:
         return None

@@ -90,7 +90,7 @@ async def run(
         log_lines=log_lines,
     )
     recorder = recording.Recorder(
-        ledger_port=ledger,
+        actions=ledger.actions,
         log_source=log_source,
         containers=log_source.containers,
         lines=log_lines,
@@ -180,7 +180,8 @@ def _observed_view(
         on_event=lambda kind, raw: observer.on_event(kind, raw),  # noqa: PLW0108
     )
     observer = recording.TerminationObserver(
-        ledger_port=ledger,
+        actions=ledger.actions,
+        terminations=ledger.terminations,
         cluster=cluster_writer,
         in_force=cluster_view,
         clock=_clock,

@@ -55,7 +55,7 @@ class Controller:
             cluster=cluster,
             holds=cluster,
             recorder=recording.Recorder(
-                ledger_port=ledger,
+                actions=ledger,
                 log_source=None,
                 containers=_no_containers,
                 lines=LOG_LINES,

@@ -8,7 +8,8 @@ from graceguard.domain import ledger, termination
 
 
 class MemoryLedger:
-    """``controller.ports.LedgerPort`` and ``webhook.ports.DenialLedger`` in memory."""
+    """``controller.ports.ActionLedger``, ``controller.ports.TerminationLedger`` and
+    ``webhook.ports.DenialLedger`` in memory."""
 
     def __init__(self) -> None:
         self.actions: dict[tuple[str, str, str], ledger.ActionRecord] = {}

@@ -1,63 +1,58 @@
-"""The webhook's ledger for refusals (its ``DenialLedger`` port), opened on first use and again
-after a failure: a webhook whose ledger is unreachable still answers every review (its refusals
-are then only events), and starts recording once the ledger is back.
-
-Only ``record_denial`` and ``close``; the webhook neither reads the ledger nor records anything
-else.
-"""
+"""The eviction webhook's refusals: one row per pod, source, rule and reporting period (an
+evictor's retries and the other replicas' answers dedupe on insert); none on a version-1 ledger
+opened read-only."""
 
 from __future__ import annotations
 
-import asyncio
-import logging
-from collections.abc import Callable
+import datetime as dt
 
-from graceguard.adapters.ledger.store import Ledger
-from graceguard.adapters.ledger.urls import LedgerError
+import sqlalchemy as sa
+
+from graceguard.adapters.ledger import database, rows, schema
 from graceguard.domain import ledger
 
-log = logging.getLogger(__name__)
 
-RETRY_SECONDS = 60.0
-"""How long after a failed open the next record tries again (records before then are dropped)."""
-
-
-class LazyLedger:
-    def __init__(
-        self,
-        *,
-        url: str,
-        retry: float = RETRY_SECONDS,
-        clock: Callable[[], float] | None = None,
-    ) -> None:
-        """``clock``: monotonic seconds; default the running event loop's."""
-        self._url = url
-        self._retry = retry
-        self._clock = clock
-        self._ledger: Ledger | None = None
-        self._next_try = float("-inf")
-        self._lock = asyncio.Lock()
+class Denials:
+    def __init__(self, db: database.Database) -> None:
+        self._db = db
 
     async def record_denial(self, rec: ledger.DenialRecord) -> bool:
-        """As ``Ledger.record_denial``; ``True`` (nothing written) while the ledger cannot be
-        opened, so the refusal is still reported as an event."""
-        async with self._lock:
-            if self._ledger is None:
-                now = self._now()
-                if now < self._next_try:
-                    return True
-                try:
-                    self._ledger = await Ledger.open(self._url)
-                except LedgerError as err:
-                    self._next_try = now + self._retry
-                    log.warning("ledger unavailable, refusals are not recorded: %s", err)
-                    return True
-        return await self._ledger.record_denial(rec)
+        """Write a refusal; ``False`` when this pod, source and rule already have one in the same
+        reporting period (an evictor's retry, or another webhook replica's answer)."""
+        d = schema.denials
+        stmt = (
+            self._db.insert(d)
+            .values(rows.denial_row(rec))
+            .on_conflict_do_nothing(index_elements=["uid", "source", "rule", "period"])
+            .returning(d.c.id)
+        )
+        async with self._db.transaction("record a denial") as conn:
+            return (await conn.execute(stmt)).first() is not None
 
-    async def close(self) -> None:
-        if self._ledger is not None:
-            await self._ledger.close()
-            self._ledger = None
-
-    def _now(self) -> float:
-        return self._clock() if self._clock is not None else asyncio.get_running_loop().time()
+    async def query(
+        self,
+        *,
+        namespace: str | None = None,
+        pod: str | None = None,
+        since: dt.datetime | None = None,
+        limit: int | None = None,
+    ) -> tuple[ledger.DenialRecord, ...]:
+        """Refused evictions matching every filter given, newest first; none on a version-1
+        ledger (opened read-only, so not migrated)."""
+        d = schema.denials
+        stmt = sa.select(d)
+        if namespace is not None:
+            stmt = stmt.where(d.c.namespace == namespace)
+        if pod is not None:
+            stmt = stmt.where(d.c.pod == pod)
+        if since is not None:
+            stmt = stmt.where(d.c.at >= since)
+        stmt = stmt.order_by(d.c.at.desc(), d.c.id.desc())
+        if limit is not None:
+            stmt = stmt.limit(limit)
+        async with self._db.transaction("query denials") as conn:
+            present = await conn.run_sync(lambda sync: sa.inspect(sync).has_table(d.name))
+            if not present:
+                return ()
+            found = (await conn.execute(stmt)).mappings().all()
+        return tuple(rows.denial_of(r) for r in found)
