@@ -74,8 +74,9 @@ class ClusterWriter(EventPoster, Protocol):
         """Mark the node unschedulable."""
 
     async def hold_node(self, *, node: str, request_id: str | None) -> None:
-        """Set ``scale-down-disabled: "true"`` and ``graceguard.io/held-for: REQUEST_ID`` on the
-        node; with ``None``, remove both."""
+        """Hold the node for the Disruption ``request_id`` while graceguard drains it, so that
+        autoscalers leave it; with ``None``, let it go. How a hold is written on a node is
+        ``domain.node_hold``'s, the one mapping every writer applies."""
 
     async def complete_disruption(
         self, *, request_id: str, node: str, at: dt.datetime, read_version: str | None
