@@ -133,7 +133,8 @@ class World:
         self.nodes[name] = dataclasses.replace(self.nodes[name], **changes)  # type: ignore[arg-type]
         self.dirty = True
 
-    async def cordon(self, *, node: str) -> None:
+    async def cordon(self, *, node: str, request_id: str) -> None:
+        del request_id
         self._node(node, unschedulable=True)
 
     async def hold_node(self, *, node: str, request_id: str | None) -> None:

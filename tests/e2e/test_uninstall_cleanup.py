@@ -2,7 +2,12 @@
 kwok nodes: what the real controller put on pods and nodes, and the node agent's shutdown taint
 (through the agent's own adapter), stays after the controller stops (its shutdown only releases
 its Lease: the loss without the cleanup); the cleanup takes exactly graceguard's marks back and
-leaves the user's own. While a controller still holds the Lease, it changes nothing, exit 2."""
+leaves the user's own. Cordons: the node ``graceguard drain`` cordoned is uncordoned; a node a
+person cordoned before graceguard drained it stays cordoned (graceguard never marked it); a node
+graceguard cordoned, then a person uncordoned and cordoned again (``kubectl uncordon`` leaves the
+mark behind) stays cordoned too: the API server's ``managedFields`` say ``kubectl`` set
+``spec.unschedulable`` last, and the stale mark goes. While a controller still holds the Lease, the
+cleanup changes nothing, exit 2. The decision alone: ``tests/unit/test_node_cordon.py``."""
 
 from __future__ import annotations
 
@@ -30,6 +35,7 @@ PROJECTED = "graceguard.io/projected"
 HELD_FOR = "graceguard.io/held-for"
 SCALE_DOWN_DISABLED = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
 SHUTDOWN_TAINT = "graceguard.io/shutdown"
+CORDONED_FOR = "graceguard.io/cordoned-for"
 
 
 def annotations_of(
@@ -104,6 +110,20 @@ def test_uninstall_cleanup_takes_back_graceguards_marks_and_only_those(
         timeout=30,
         what="the drained node held (scale-down-disabled)",
     )
+    # A person's cordon first, then graceguard's drain of the same node: graceguard marks nothing.
+    theirs = gg.node_name(kwok_nodes("c"))
+    assert control_plane.kubectl("cordon", theirs).returncode == 0
+    gg.drain(control_plane, theirs)
+    # graceguard's cordon, then a person's uncordon and cordon: the mark outlives graceguard's.
+    again = gg.node_name(kwok_nodes("d"))
+    gg.drain(control_plane, again)
+    assert annotations_of(kube, Node, again).get(CORDONED_FOR), "graceguard's cordon unmarked"
+    # done first: a drain still open would cordon the node again once it is uncordoned
+    wait_until(lambda: gg.drained(kube, again), timeout=30, what=f"{again} drained")
+    for verb in ("uncordon", "cordon"):
+        done = control_plane.kubectl(verb, again)
+        assert done.returncode == 0, done.stderr
+    assert CORDONED_FOR not in annotations_of(kube, Node, theirs)
     _taint_as_the_agent(control_plane.kubeconfig, other)
     tainted = control_plane.kubectl("taint", "node", other, "team=batch:NoSchedule")
     assert tainted.returncode == 0, tainted.stderr
@@ -120,10 +140,12 @@ def test_uninstall_cleanup_takes_back_graceguards_marks_and_only_those(
     assert job.get(SAFE) == "false" and job.get(DND) == "true" and PROJECTED in job
     assert annotations_of(kube, Node, held).get(SCALE_DOWN_DISABLED) == "true"
     assert SHUTDOWN_TAINT in taint_keys(kube, other)
+    assert _cordoned(kube, held) and annotations_of(kube, Node, held).get(CORDONED_FOR)
 
     done = cleanup(control_plane, namespace)
     assert done.returncode == 0, done.stderr
     assert "took back graceguard's annotations from" in done.stdout
+    assert "its cordon from 1 node(s)" in done.stdout, done.stdout
 
     job = annotations_of(kube, Pod, "job", namespace)
     assert not {SAFE, DND, PROJECTED, "graceguard.io/eviction-at"} & set(job), job
@@ -133,6 +155,14 @@ def test_uninstall_cleanup_takes_back_graceguards_marks_and_only_those(
     assert not {DND, PROJECTED} & set(mine), mine
     node = annotations_of(kube, Node, held)
     assert not {SCALE_DOWN_DISABLED, HELD_FOR} & set(node), node
-    spec = kube.get(Node, held).spec
-    assert spec is not None and spec.unschedulable  # the drain's cordon stays (README)
+    assert not _cordoned(kube, held)  # graceguard's cordon taken back
+    assert CORDONED_FOR not in node, node
+    assert _cordoned(kube, theirs) and CORDONED_FOR not in annotations_of(kube, Node, theirs)
+    assert _cordoned(kube, again)  # the person's cordon after graceguard's
+    assert CORDONED_FOR not in annotations_of(kube, Node, again)  # the stale mark gone
     assert taint_keys(kube, other) == {"team"}
+
+
+def _cordoned(kube: Client, name: str) -> bool:
+    spec = kube.get(Node, name).spec
+    return bool(spec is not None and spec.unschedulable)

@@ -521,7 +521,8 @@ def test_helm_upgrade_mid_drain_then_uninstall_takes_everything_back(
     controller's ConfigMaps' data stay. Then ``helm uninstall``: its post-delete hook Job runs
     ``graceguard uninstall-cleanup``, and nothing graceguard put on the pod stays; the chart's
     ConfigMaps are gone, and no Disruption has a finalizer. The README says what stays (the CRDs,
-    the Disruption objects, the ``PodEviction`` condition, a cordon of a node graceguard drained).
+    the Disruption objects, the ledger's claim, the ``PodEviction`` condition). Cordons taken back
+    (graceguard's) and kept (a person's): ``tests/e2e/test_uninstall_cleanup.py``.
     """
     shell = release
     try:

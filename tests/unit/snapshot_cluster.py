@@ -25,6 +25,8 @@ class SnapshotCluster:
         self.events: list[tuple[str, str, str]] = []
         self.evictions: list[tuple[str, int]] = []
         self.deletions: list[str] = []
+        self.cordoned_for: dict[str, str] = {}
+        """Node -> the Disruption graceguard cordoned it for."""
         self.terminations: dict[str, int] = {}
         """Pod key -> the grace period its termination began with (as ``deletionGracePeriod
         Seconds``; a later eviction or deletion does not change it)."""
@@ -95,7 +97,8 @@ class SnapshotCluster:
         self.deletions.append(pod.key)
         return self._terminate(pod, grace_seconds)
 
-    async def cordon(self, *, node: str) -> None:
+    async def cordon(self, *, node: str, request_id: str) -> None:
+        self.cordoned_for[node] = request_id
         self.snapshot = dataclasses.replace(
             self.snapshot,
             nodes=tuple(

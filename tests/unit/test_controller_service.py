@@ -125,6 +125,7 @@ def test_notices_are_posted_once_across_rounds() -> None:
     assert reasons.count(("web/api", "ScheduledEviction")) == 1
     assert ("ml/train", "ScheduledEviction") not in reasons
     assert fake.evictions == []
+    assert fake.cordoned_for == {"n1": "n1@x"}  # cordoned once, for the drain (its mark's value)
 
 
 def test_eviction_after_notice_lead_with_own_grace_and_only_once() -> None:

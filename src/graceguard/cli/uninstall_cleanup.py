@@ -31,12 +31,13 @@ def uninstall_cleanup(
     ] = 60,
     kubeconfig: Annotated[pathlib.Path | None, typer.Option(help="A kubeconfig file.")] = None,
 ) -> None:
-    """Take back graceguard's projected annotations, notices, node holds and shutdown taints.
+    """Take back graceguard's annotations, notices, node holds, shutdown taints and cordons.
 
     Run after graceguard's controller is gone (the chart's post-delete hook does): removes the
     safe-to-evict / do-not-disrupt annotations graceguard projected (a user's own stay), the
     eviction-at / eviction-reason annotations, scale-down-disabled where graceguard held a node,
-    and the node agent's graceguard.io/shutdown taint. Cordons and the CRDs stay.
+    the node agent's graceguard.io/shutdown taint, and the cordons graceguard made (marked
+    graceguard.io/cordoned-for; a cordon made by a person or another tool stays). The CRDs stay.
 
     Example: graceguard uninstall-cleanup --lease-namespace graceguard-system
     """
@@ -49,7 +50,8 @@ def uninstall_cleanup(
         raise files.fail(str(err)) from None
     typer.echo(
         f"took back graceguard's annotations from {done.pods} pod(s), its hold from "
-        f"{done.nodes_released} node(s), its shutdown taint from {done.nodes_untainted} node(s)"
+        f"{done.nodes_released} node(s), its shutdown taint from {done.nodes_untainted} node(s), "
+        f"its cordon from {done.nodes_uncordoned} node(s)"
     )
 
 

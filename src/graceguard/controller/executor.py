@@ -139,8 +139,8 @@ class Executor:
     async def _one(self, action: act.Action, now: dt.datetime, read: Mapping[str, str]) -> str:  # noqa: C901, PLR0911, PLR0912 - one case per action kind
         c = self._cluster
         match action:
-            case act.Cordon(node=node):
-                await c.cordon(node=node)
+            case act.Cordon(node=node, request_id=request_id):
+                await c.cordon(node=node, request_id=request_id)
                 return "cordoned"
             case act.PostNotice(pod=pod, notice=notice, request_id=request_id):
                 # Told (kept in the outbox) before the pod says it: a leader killed in between

@@ -70,8 +70,9 @@ class ClusterWriter(EventPoster, Protocol):
     async def delete(self, *, pod: act.PodRef, grace_seconds: int) -> bool:
         """Delete past the budgets; ``False`` if the pod was already gone."""
 
-    async def cordon(self, *, node: str) -> None:
-        """Mark the node unschedulable."""
+    async def cordon(self, *, node: str, request_id: str) -> None:
+        """Mark the node unschedulable, and as cordoned by graceguard for ``request_id``
+        (``domain.node_cordon``), unless it is unschedulable already."""
 
     async def hold_node(self, *, node: str, request_id: str | None) -> None:
         """Hold the node for the Disruption ``request_id`` while graceguard drains it, so that

@@ -36,6 +36,10 @@ HELD_FOR = "graceguard.io/held-for"
 """On a node: the Disruption for which graceguard set ``scale-down-disabled`` on it, so that an
 autoscaler does not delete the node while graceguard drains it (a pod in its own long grace
 period looks gone to the autoscaler); removed, with exactly that annotation, when it is done."""
+CORDONED_FOR = "graceguard.io/cordoned-for"
+"""On a node: the Disruption for which graceguard cordoned it, written in the same patch as
+``spec.unschedulable: true`` and only when the node was schedulable, so that the uninstall cleanup
+uncordons exactly graceguard's cordons (``domain.node_cordon``)."""
 BLOCKED_SINCE = "graceguard.io/blocked-since"
 """When a planned eviction was first refused by a budget: the start of the ``pdbMaxWait`` clock."""
 DRAINED_BY = "graceguard.io/drained-by"

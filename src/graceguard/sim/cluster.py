@@ -114,7 +114,8 @@ class SimCluster:
             self.changes += 1
         return True
 
-    async def cordon(self, *, node: str) -> None:
+    async def cordon(self, *, node: str, request_id: str) -> None:
+        del request_id  # the simulator's fleet records who cordoned, not for what
         if self.world.fleet.cordon(node, self.world.now, GRACEGUARD):
             self.changes += 1
 

@@ -9,8 +9,10 @@
   the policy (``controller.ports.View``); ``admission_state``: the webhook's informers and the
   facts it decides from.
 - ``writer``: ``controller.ports.ClusterWriter`` (notices, evictions, cordons, Disruption
-  statuses); ``events``: the Event objects every process reports; ``policy_status``: the
-  DisruptionPolicy's status; ``logs``: ``pods/log`` as the controller's ``LogSource``.
+  statuses); ``cordons``: a cordon with graceguard's mark, only where nobody had cordoned, and
+  its taking back on uninstall; ``events``: the Event objects every process reports;
+  ``policy_status``: the DisruptionPolicy's status; ``logs``: ``pods/log`` as the controller's
+  ``LogSource``.
 - ``disruptions``: the ``Disruption`` store, through which every creation, read, watch and
   write of a ``Disruption`` object goes (its documents are ``manifests.disruptions``'s; the
   views' informer on them is its ``watch``); ``drains``: ``graceguard drain`` and ``graceguard

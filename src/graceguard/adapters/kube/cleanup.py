@@ -10,10 +10,11 @@ Only what graceguard marks as its own is removed:
   ``blocked-since`` and ``graceguard.io/deletion-cost-at``; a user's own ``safe-to-evict`` or
   ``pod-deletion-cost`` (not listed) stays;
 - on nodes, ``scale-down-disabled`` where ``graceguard.io/held-for`` says graceguard set it, and
-  that annotation; the node agent's ``graceguard.io/shutdown`` taint.
+  that annotation; the node agent's ``graceguard.io/shutdown`` taint; the cordons graceguard made
+  (``graceguard.io/cordoned-for``, and ``spec.unschedulable`` last set by graceguard:
+  ``domain.node_cordon``, ``cordons.take_back``), never a cordon a person or another tool made.
 
-Not taken back: cordons (graceguard's drains leave a node cordoned as ``kubectl drain`` does, and
-nothing on the node says who cordoned it), the ``PodEviction`` pod condition and the agent's
+Not taken back: the ``PodEviction`` pod condition and the agent's
 ``GracefulShutdownHeld`` node condition (status, read by nobody else), the ``Disruption``
 objects (they go with the CRD, which helm keeps).
 
@@ -33,9 +34,9 @@ from lightkube.core.exceptions import ApiError
 from lightkube.resources.coordination_v1 import Lease
 from lightkube.types import PatchType
 
-from graceguard.adapters.kube import node_agent, resources
+from graceguard.adapters.kube import cordons, node_agent, resources
 from graceguard.domain import annotations as ann
-from graceguard.domain import node_hold
+from graceguard.domain import node_cordon, node_hold
 
 POD_OUTPUTS = (ann.EVICTION_AT, ann.EVICTION_REASON, ann.BLOCKED_SINCE, ann.DELETION_COST_AT)
 PROJECTABLE = frozenset(name for name, _ in ann.PROJECTION) | {ann.POD_DELETION_COST}
@@ -46,6 +47,7 @@ class Retracted:
     pods: int
     nodes_released: int
     nodes_untainted: int
+    nodes_uncordoned: int
 
 
 def pod_patch(annotations: dict[str, str]) -> dict[str, Any] | None:
@@ -125,7 +127,7 @@ async def retract(client: lightkube.AsyncClient) -> Retracted:
                 raise
             continue
         pods += 1
-    released = untainted = 0
+    released = untainted = uncordoned = 0
     agent = node_agent.KubeNodeCluster(client)
     async for found in client.list(resources.Node):
         doc = _doc(found)
@@ -138,4 +140,8 @@ async def retract(client: lightkube.AsyncClient) -> Retracted:
         if any(t.get("key") == node_agent.TAINT for t in taints):
             await agent.hold_node(node=name, taint=False, schedulable=None)
             untainted += 1
-    return Retracted(pods=pods, nodes_released=released, nodes_untainted=untainted)
+        if await cordons.take_back(client, doc) is node_cordon.Retraction.UNCORDON:
+            uncordoned += 1
+    return Retracted(
+        pods=pods, nodes_released=released, nodes_untainted=untainted, nodes_uncordoned=uncordoned
+    )

@@ -2,7 +2,8 @@
 ``Disruption`` object, read how far it has come, and load the cluster once to plan from.
 
 A drain is a ``Disruption`` (``graceguard.io/v1alpha1``, ``kubectl get gdis``) created by
-``NodeDrains.open``, which also cordons the node: it lives in the API server, so it survives
+``NodeDrains.open``, which also cordons the node (``cordons.cordon``: marked as graceguard's,
+unless it was cordoned already): it lives in the API server, so it survives
 controller restarts and leader changes. The controller carries it out and reports its progress in
 its status (the pods left, each one's eviction time), ``Done`` with ``completedAt`` when the node
 is empty. A node with a node-wide Disruption open already (any source: a takeover of an
@@ -25,9 +26,8 @@ import lightkube
 from lightkube.core.exceptions import ApiError
 from lightkube.resources.authentication_v1 import SelfSubjectReview
 from lightkube.resources.core_v1 import Node, Pod
-from lightkube.types import PatchType
 
-from graceguard.adapters.kube import client, view
+from graceguard.adapters.kube import client, cordons, view
 from graceguard.adapters.kube import disruptions as kube_disruptions
 from graceguard.domain import annotations as ann
 from graceguard.domain import disruption, times
@@ -125,9 +125,7 @@ class NodeDrains:
             opened, created = await self._disruptions.open_for_node(request)
             if not created:
                 return _drain_request(opened, opened=False)
-            await self._client.patch(
-                Node, node, {"spec": {"unschedulable": True}}, patch_type=PatchType.MERGE
-            )
+            await cordons.cordon(self._client, node=node, request_id=opened.id)
         return _drain_request(opened, opened=True)
 
     async def _open_on(self, node: str) -> DrainRequest | None:

@@ -23,8 +23,8 @@ from lightkube.models.meta_v1 import DeleteOptions, ObjectMeta
 from lightkube.resources.core_v1 import Node, Pod
 from lightkube.types import PatchType
 
+from graceguard.adapters.kube import cordons, events
 from graceguard.adapters.kube import disruptions as kube_disruptions
-from graceguard.adapters.kube import events
 from graceguard.controller import ports
 from graceguard.domain import disruption, node_hold, pod_writes, times
 from graceguard.engine import actions as act
@@ -125,10 +125,9 @@ class LightkubeWriter:
             raise
         return True
 
-    async def cordon(self, *, node: str) -> None:
-        await self._client.patch(
-            Node, node, {"spec": {"unschedulable": True}}, patch_type=PatchType.MERGE
-        )
+    async def cordon(self, *, node: str, request_id: str) -> None:
+        """Marked as graceguard's, and only when nobody had cordoned it (``cordons.cordon``)."""
+        await cordons.cordon(self._client, node=node, request_id=request_id)
 
     async def hold_node(self, *, node: str, request_id: str | None) -> None:
         """The annotations ``node_hold`` maps the hold for ``request_id`` to (``None``: let

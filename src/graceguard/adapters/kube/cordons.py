@@ -1,0 +1,111 @@
+"""Cordons graceguard makes and takes back, on the API server: ``cordon`` sets
+``spec.unschedulable`` with graceguard's mark (``domain.node_cordon``) in one patch, over the
+version it read, and only on a node nobody had cordoned; ``take_back`` (the uninstall cleanup)
+uncordons a node whose cordon is still graceguard's, again over the version it read, so a person
+cordoning the node meanwhile keeps their cordon. Both retry on a conflict (the node changed under
+them: a kubelet's status, a label) a few times.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import lightkube
+from lightkube.core.exceptions import ApiError
+from lightkube.types import PatchType
+
+from graceguard.adapters.kube import client as kube_client
+from graceguard.adapters.kube import resources
+from graceguard.domain import node_cordon
+
+ATTEMPTS = 5
+
+
+def _doc(found: object) -> dict[str, Any]:
+    if isinstance(found, dict):
+        return found
+    to_dict = getattr(found, "to_dict", None)
+    if not callable(to_dict):
+        raise TypeError(f"not an API object: {type(found).__name__}")
+    return dict(to_dict())
+
+
+def unschedulable_set_by(metadata: Mapping[str, Any]) -> frozenset[str]:
+    """The field managers the API server records as owning ``spec.unschedulable``
+    (``metadata.managedFields``, FieldsV1): who set it last."""
+    owners = set()
+    for entry in metadata.get("managedFields") or []:
+        if not isinstance(entry, Mapping):
+            continue
+        fields = entry.get("fieldsV1")
+        spec = fields.get("f:spec") if isinstance(fields, Mapping) else None
+        if isinstance(spec, Mapping) and "f:unschedulable" in spec and entry.get("manager"):
+            owners.add(str(entry["manager"]))
+    return frozenset(owners)
+
+
+async def cordon(client: lightkube.AsyncClient, *, node: str, request_id: str) -> bool:
+    """Cordon ``node`` for ``request_id`` with graceguard's mark; ``False`` when it was cordoned
+    already (by anyone: left as it is, not marked)."""
+    for _ in range(ATTEMPTS):
+        doc = _doc(await client.get(resources.Node, node))
+        if (doc.get("spec") or {}).get("unschedulable"):
+            return False
+        patch = {
+            "metadata": {
+                "resourceVersion": doc["metadata"]["resourceVersion"],
+                "annotations": node_cordon.annotation_changes(request_id=request_id),
+            },
+            "spec": {"unschedulable": True},
+        }
+        try:
+            await client.patch(resources.Node, node, patch, patch_type=PatchType.MERGE)
+        except ApiError as err:
+            if err.status.code != 409:
+                raise
+            continue
+        return True
+    raise RuntimeError(f"node {node} kept changing under the cordon ({ATTEMPTS} conflicts)")
+
+
+def _decision(doc: Mapping[str, Any]) -> node_cordon.Retraction:
+    metadata = doc.get("metadata") or {}
+    return node_cordon.take_back(
+        unschedulable=bool((doc.get("spec") or {}).get("unschedulable")),
+        annotations=metadata.get("annotations") or {},
+        unschedulable_set_by=unschedulable_set_by(metadata),
+        manager=kube_client.FIELD_MANAGER,
+    )
+
+
+async def take_back(
+    client: lightkube.AsyncClient, doc: Mapping[str, Any]
+) -> node_cordon.Retraction:
+    """Uncordon the node ``doc`` is a read of when its cordon is graceguard's, or drop a mark
+    that outlived it (``domain.node_cordon.take_back``); read again after a conflict. A node gone
+    meanwhile: ``NONE``."""
+    name = doc["metadata"]["name"]
+    for _ in range(ATTEMPTS):
+        decision = _decision(doc)
+        if decision is node_cordon.Retraction.NONE:
+            return decision
+        patch: dict[str, Any] = {
+            "metadata": {
+                "resourceVersion": doc["metadata"]["resourceVersion"],
+                "annotations": node_cordon.annotation_changes(request_id=None),
+            }
+        }
+        if decision is node_cordon.Retraction.UNCORDON:
+            patch["spec"] = {"unschedulable": None}  # as kubectl uncordon leaves it
+        try:
+            await client.patch(resources.Node, name, patch, patch_type=PatchType.MERGE)
+        except ApiError as err:
+            if err.status.code == 404:
+                return node_cordon.Retraction.NONE
+            if err.status.code != 409:
+                raise
+            doc = _doc(await client.get(resources.Node, name))
+            continue
+        return decision
+    raise RuntimeError(f"node {name} kept changing under the uncordon ({ATTEMPTS} conflicts)")
