@@ -140,6 +140,9 @@ class World:
     async def hold_node(self, *, node: str, request_id: str | None) -> None:
         self._node(node, scale_down_disabled=request_id is not None, held_for=request_id)
 
+    async def roll_out(self, *, workload: cluster.WorkloadRef, at: dt.datetime) -> None:
+        """No Deployment here (every pod is a bare pod): nothing to roll out."""
+
     @property
     def snapshot(self) -> cluster.Snapshot:
         if self.dirty:

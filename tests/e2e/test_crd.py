@@ -535,6 +535,7 @@ CAN: list[tuple[str, ...]] = [
     ("core events", "watch", "events", "-A"),
     ("budgets", "list", "poddisruptionbudgets.policy", "-A"),
     ("scale", "get", "statefulsets.apps", "--subresource=scale", "-A"),
+    ("roll a deployment out", "patch", "deployments.apps", "-A"),  # a surge (engine.surge)
     ("policies", "watch", "disruptionpolicies.graceguard.io"),
     ("policy status", "patch", "disruptionpolicies.graceguard.io", "--subresource=status"),
     ("disruptions", "watch", "disruptions.graceguard.io"),

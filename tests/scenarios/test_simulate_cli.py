@@ -228,6 +228,8 @@ def test_rows_that_rely_on_parts_not_built_are_marked() -> None:
     assert marked.pop("cluster-autoscaler-jobs-protected-by-policy") == []
     # tests/e2e/test_gangs.py: the gang's hold, projection, the drain of its members together
     assert marked.pop("cluster-autoscaler-gang-of-4") == []
+    # tests/e2e/test_surge.py: the surge (a rollout) before a 1-replica Deployment's pod goes
+    assert marked.pop("cluster-autoscaler-single-pgbouncer") == []
     assert marked.pop("os-shutdown-critical-logging") == []  # tests/e2e/test_agent_shutdown.py
     for aws in (  # tests/e2e/test_aws_story.py
         "asg-azrebalance-pgbouncer",

@@ -36,6 +36,8 @@ class SnapshotCluster:
         self.reported: dict[str, disruption.DisruptionStatus] = {}
         self.deleted: list[str] = []
         self.refuse_evictions = False
+        self.rollouts: list[tuple[str, dt.datetime]] = []
+        """Each Deployment rolled out (``roll_out``) and when."""
         self.changed_under_us: set[str] = set()
         """Disruptions whose status writes are refused as the API server refuses a write over
         a version other than the one read (409)."""
@@ -96,6 +98,9 @@ class SnapshotCluster:
     async def delete(self, *, pod: act.PodRef, grace_seconds: int) -> bool:
         self.deletions.append(pod.key)
         return self._terminate(pod, grace_seconds)
+
+    async def roll_out(self, *, workload: cluster.WorkloadRef, at: dt.datetime) -> None:
+        self.rollouts.append((workload.key, at))
 
     async def cordon(self, *, node: str, request_id: str) -> None:
         self.cordoned_for[node] = request_id

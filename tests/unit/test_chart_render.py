@@ -38,7 +38,7 @@ CLUSTER_PERMISSIONS: dict[tuple[str, str], set[str]] = {
     ("", "events"): {"create", "patch", "list", "watch"},
     ("events.k8s.io", "events"): {"create", "patch", "list", "watch"},
     ("policy", "poddisruptionbudgets"): {"get", "list", "watch"},
-    ("apps", "deployments"): {"get", "list", "watch"},
+    ("apps", "deployments"): {"get", "list", "watch", "patch"},  # a surge's rollout
     ("apps", "statefulsets"): {"get", "list", "watch"},
     ("apps", "replicasets"): {"get", "list", "watch"},
     ("apps", "deployments/scale"): {"get"},

@@ -90,6 +90,8 @@ BAD_SPECS: dict[str, tuple[object, str]] = {
     "rebalance": ({**GOOD, "rebalance": "sometimes"}, "spec.rebalance"),
     "foreign instance": ({**GOOD, "foreignInstance": "maybe"}, "spec.foreignInstance"),
     "deletion cost": ({**GOOD, "deletionCost": "off"}, "spec.deletionCost"),
+    "surge wait negative": ({**GOOD, "surgeMaxWait": "-5m"}, "spec.surgeMaxWait"),
+    "surge wait not a duration": ({**GOOD, "surgeMaxWait": "soon"}, "spec.surgeMaxWait"),
     "protect rule for a deployment": (
         {**GOOD, "protect": [{"ownerKind": "Deployment"}]},
         "spec.protect[0].ownerKind",

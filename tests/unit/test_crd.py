@@ -393,6 +393,8 @@ VALID: dict[str, dict[str, Any]] = {
     "foreign instances abandoned": {"foreignInstance": "abandon"},
     "deletion cost off": {"deletionCost": False},
     "deletion cost on": {"deletionCost": True},
+    "surge bounded": {"surgeMaxWait": "3m"},
+    "surges off": {"surgeMaxWait": "0s"},
     "no protect rules": {"protect": []},
     "protect jobs": {"protect": [{"ownerKind": "Job"}]},
     "protect every field": {
@@ -517,6 +519,9 @@ INVALID: dict[str, dict[str, Any]] = {
     "deletion cost as word": {"deletionCost": "yes"},
     "deletion cost as string": {"deletionCost": "false"},
     "deletion cost as number": {"deletionCost": 0},
+    "surge wait negative": {"surgeMaxWait": "-1m"},
+    "surge wait in words": {"surgeMaxWait": "ten minutes"},
+    "surge wait as number": {"surgeMaxWait": 600},
     "protect not a list": {"protect": {"ownerKind": "Job"}},
     "protect rule unknown field": {"protect": [{"ownerKind": "Job", "kind": "Job"}]},
     "protect rule name upper case": {"protect": [{"name": "Jobs", "ownerKind": "Job"}]},

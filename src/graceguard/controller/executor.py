@@ -172,6 +172,17 @@ class Executor:
                 return await self._evict(action, now)
             case act.ForceDelete():
                 return await self._force_delete(action, now)
+            case act.StartSurge(pod=pod, workload=workload, at=at, message=message):
+                if workload is not None:
+                    await c.roll_out(workload=workload, at=at)
+                await c.write_pod(pod=pod, write=pod_writes.SurgeStarted(at=at))
+                await c.post_event(pod=pod, reason="SurgeStarted", message=message)
+                return "surge started"
+            case act.EndSurge(pod=pod, outcome=outcome, message=message):
+                await c.write_pod(pod=pod, write=pod_writes.SurgeEnded(outcome=outcome))
+                reason = "SurgeTimedOut" if outcome == "timed-out" else "SurgeNotPossible"
+                await c.post_event(pod=pod, reason=reason, message=message, warning=True)
+                return f"surge {outcome}"
             case act.ReportDeadlineExceeded(pod=pod, message=message, request_id=request_id):
                 await c.post_event(
                     pod=pod, reason="DeadlineExceeded", message=message, warning=True

@@ -74,6 +74,10 @@ class ClusterWriter(EventPoster, Protocol):
         """Mark the node unschedulable, and as cordoned by graceguard for ``request_id``
         (``domain.node_cordon``), unless it is unschedulable already."""
 
+    async def roll_out(self, *, workload: cluster.WorkloadRef, at: dt.datetime) -> None:
+        """Roll the Deployment ``workload`` out with its own strategy: ``graceguard.io/restarted-at:
+        at`` written into its pod template (``engine.surge``); ``spec.replicas`` untouched."""
+
     async def hold_node(self, *, node: str, request_id: str | None) -> None:
         """Hold the node for the Disruption ``request_id`` while graceguard drains it, so that
         autoscalers leave it; with ``None``, let it go. How a hold is written on a node is

@@ -48,6 +48,15 @@ begun it (``disruption.drainer``)."""
 DELETION_COST_AT = "graceguard.io/deletion-cost-at"
 """When graceguard last set ``pod-deletion-cost`` on the pod: its writes of the cost are bounded
 from it (``engine.deletion_cost.LOWER_AFTER``)."""
+SURGE_AT = "graceguard.io/surge-at"
+"""On a pod: when graceguard started a surge for it (a rollout of its Deployment) before taking
+away its last Ready replica; the surge is bounded from it (``engine.surge``)."""
+SURGE_OUTCOME = "graceguard.io/surge-outcome"
+"""On a pod: why no surge stands before its eviction any more (``timed-out``, ``not-possible``),
+written with the event that says so; the budgets decide as without a surge from then on."""
+RESTARTED_AT = "graceguard.io/restarted-at"
+"""On a Deployment's pod template: the surge graceguard started (the template change is the
+rollout, as ``kubectl rollout restart``'s ``kubectl.kubernetes.io/restartedAt`` is)."""
 
 # What projection adds, and the value it adds.
 PROJECTION: tuple[tuple[str, str], ...] = (

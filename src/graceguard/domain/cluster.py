@@ -13,7 +13,7 @@ import enum
 import types
 from collections.abc import Iterable, Mapping
 
-from graceguard.domain import intorpercent
+from graceguard.domain import intorpercent, rollouts
 
 EMPTY: Mapping[str, str] = types.MappingProxyType({})
 
@@ -209,6 +209,8 @@ class Workload:
     replicas: int
     annotations: Mapping[str, str] = dataclasses.field(default_factory=_empty)
     """The workload's and its pod template's annotations (``graceguard.io/min-available``)."""
+    rollout: rollouts.Rollout | None = None
+    """A Deployment's rollout strategy (``None``: not a Deployment, or not read)."""
 
 
 def owned_by(workload: WorkloadRef, owners: Mapping[str, WorkloadRef]) -> WorkloadRef:

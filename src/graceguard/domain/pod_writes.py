@@ -26,7 +26,8 @@ class NoticePosted:
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class NoticeWithdrawn:
-    """The disruption went away: the notice's annotations and the blocked-since clock go."""
+    """The disruption went away: the notice's annotations, the blocked-since clock and the
+    surge's marks go."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -63,6 +64,21 @@ class DeletionCostSet:
     projected: tuple[str, ...]
 
 
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class SurgeStarted:
+    """graceguard started a surge before taking the pod's replica away (``surge-at``)."""
+
+    at: dt.datetime
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class SurgeEnded:
+    """No surge stands before the pod's eviction any more (``surge-outcome``): it timed out, or
+    its Deployment cannot surge."""
+
+    outcome: str
+
+
 PodWrite = (
     NoticePosted
     | NoticeWithdrawn
@@ -70,10 +86,12 @@ PodWrite = (
     | ProtectionProjected
     | ProtectionRetracted
     | DeletionCostSet
+    | SurgeStarted
+    | SurgeEnded
 )
 
 
-def annotation_changes(write: PodWrite) -> dict[str, str | None]:
+def annotation_changes(write: PodWrite) -> dict[str, str | None]:  # noqa: PLR0911 - one case per write
     """The pod annotations ``write`` sets (``None``: removes), as one merge patch."""
     match write:
         case NoticePosted(notice=notice):
@@ -82,7 +100,13 @@ def annotation_changes(write: PodWrite) -> dict[str, str | None]:
                 ann.EVICTION_REASON: notice.source,
             }
         case NoticeWithdrawn():
-            return {ann.EVICTION_AT: None, ann.EVICTION_REASON: None, ann.BLOCKED_SINCE: None}
+            return {
+                ann.EVICTION_AT: None,
+                ann.EVICTION_REASON: None,
+                ann.BLOCKED_SINCE: None,
+                ann.SURGE_AT: None,
+                ann.SURGE_OUTCOME: None,
+            }
         case BlockedSince(since=since):
             return {ann.BLOCKED_SINCE: times.format_time(since)}
         case ProtectionProjected(add=add, projected=projected):
@@ -98,6 +122,10 @@ def annotation_changes(write: PodWrite) -> dict[str, str | None]:
                 ann.DELETION_COST_AT: times.format_time(at) if at is not None else None,
                 ann.PROJECTED: ",".join(projected) if projected else None,
             }
+        case SurgeStarted(at=at):
+            return {ann.SURGE_AT: times.format_time(at)}
+        case SurgeEnded(outcome=outcome):
+            return {ann.SURGE_OUTCOME: outcome}
 
 
 def merged(annotations: Mapping[str, str], write: PodWrite) -> dict[str, str]:

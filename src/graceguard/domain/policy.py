@@ -101,6 +101,9 @@ class Policy:
     deletion_cost: bool = True
     """``spec.deletionCost``: keep ``pod-deletion-cost`` on ReplicaSets' pods in line with their
     work, so that a scale-in deletes idle replicas first (``engine.deletion_cost``)."""
+    surge_max_wait: dt.timedelta = dt.timedelta(minutes=10)
+    """``spec.surgeMaxWait``: how long the eviction of a Deployment's last Ready replica waits for
+    the surge that brings its replacement up (``engine.surge``); zero: no surges."""
     protect: tuple[protect_rules.ProtectRule, ...] = ()
     """``spec.protect``: rules that protect pods carrying no annotation (``protect_rules``)."""
 

@@ -2,7 +2,9 @@
 
 - ``reconciler``: the controller's round: (cluster snapshot, open disruption requests, policy,
   now) -> actions (``actions``) and when to be called again; ``index`` is the snapshot indexed for
-  it, ``decision`` when one pod may go (shared with ``explain``, ``plan`` and the webhook).
+  it, ``decision`` when one pod may go (shared with ``explain``, ``plan`` and the webhook),
+  ``surge`` whether a Deployment's last Ready replica first waits for a new one (a rollout with
+  its own surge).
 - ``projection``: which pods are protected now, and the annotations other autoscalers obey
   projected onto them (and retracted); ``deletion_cost`` the ``pod-deletion-cost`` kept on a
   ReplicaSet's pods with it, so that a scale-in deletes the idle ones first; ``gangs`` how long

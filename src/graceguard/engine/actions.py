@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 
-from graceguard.domain import disruption, notices
+from graceguard.domain import cluster, disruption, notices
 from graceguard.domain.protection import AnnotationWarning
 
 
@@ -74,6 +74,32 @@ class MarkBlocked:
     since: dt.datetime
     message: str
     force_at: dt.datetime | None
+    request_id: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class StartSurge:
+    """Roll ``workload`` (a Deployment) out with its own surge (``graceguard.io/restarted-at:
+    at`` in its pod template; ``None``: a new pod is on its way already), mark the pod waiting
+    for it (``graceguard.io/surge-at``) and tell it (``SurgeStarted``): its eviction waits for
+    the new pod to be Ready, until ``until``."""
+
+    pod: PodRef
+    workload: cluster.WorkloadRef | None
+    at: dt.datetime
+    until: dt.datetime
+    message: str
+    request_id: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class EndSurge:
+    """No surge stands before the pod's eviction any more (``outcome``: ``timed-out`` or
+    ``not-possible``): ``graceguard.io/surge-outcome`` and a Warning event saying why."""
+
+    pod: PodRef
+    outcome: str
+    message: str
     request_id: str
 
 
@@ -190,6 +216,8 @@ Action = (
     | Evict
     | ForceDelete
     | MarkBlocked
+    | StartSurge
+    | EndSurge
     | ReportDeadlineExceeded
     | ProjectProtection
     | RetractProtection

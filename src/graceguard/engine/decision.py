@@ -24,7 +24,8 @@ from graceguard.domain import windows as win
 @dataclasses.dataclass(frozen=True, slots=True)
 class Blocker:
     rule: str
-    """``protection``, ``window``, ``notice``, ``phase``, ``budget`` or ``deadline``."""
+    """``protection``, ``window``, ``notice``, ``phase``, ``surge``, ``budget`` or
+    ``deadline``."""
     message: str
     until: dt.datetime | None
 

@@ -23,7 +23,7 @@ from graceguard.domain import (
 )
 from graceguard.domain import gangs as gangs_domain
 from graceguard.engine import actions as act
-from graceguard.engine import decision, index, projection
+from graceguard.engine import decision, index, projection, surge
 
 _SEVERITY = {
     disruption.DisruptionClass.FAILED: 0,
@@ -129,6 +129,7 @@ def reconcile(
         wake.at_least(result.next_wakeup, now)
         protected = result.protected
     allowances = budgets.Allowances({}, {})
+    surges = surge.Surges(idx.snapshot)
     for node in sorted(
         n for n, rs in by_node.items() if disruption.drainer(rs, now=now) == drainer
     ):
@@ -140,6 +141,7 @@ def reconcile(
             reader=reader,
             allowances=allowances,
             companions=companions[node],
+            surges=surges,
         )
         out.extend(node_actions)
         plans.extend(node_plans)
@@ -197,6 +199,7 @@ def plan_node(
     reader: projection.ProtectionReader,
     allowances: budgets.Allowances | None = None,
     companions: Sequence[cluster.Pod] = (),
+    surges: surge.Surges | None = None,
 ) -> tuple[list[act.Action], list[PodPlan], dt.datetime | None]:
     """Plan the pods of one node for the requests open on it (the most urgent one leads the
     node: its cordon, hold, deadline and phases), each pod for the request that covers it
@@ -210,6 +213,7 @@ def plan_node(
         reader=reader,
         allowances=allowances if allowances is not None else budgets.Allowances({}, {}),
         companions=companions,
+        surges=surges if surges is not None else surge.Surges(idx.snapshot),
     )
     planner.plan()
     return planner.out, planner.plans, planner.wake.at
@@ -236,8 +240,10 @@ class _NodePlanner:
         reader: projection.ProtectionReader,
         allowances: budgets.Allowances,
         companions: Sequence[cluster.Pod] = (),
+        surges: surge.Surges,
     ) -> None:
         self.idx = idx
+        self.surges = surges
         self.companions = companions
         self.companion_keys = frozenset(p.key for p in companions)
         # One request per node is the common case: nothing to order.
@@ -485,9 +491,13 @@ class _NodePlanner:
         window = d.opening.start if d.opening is not None else None
         pdbs = self.idx.pdbs_for(pod)
         floor = self.idx.floor_for(pod, pdbs)
+        waiting = self._surge(pod, ref, request, floor)
+        if waiting is not None:
+            return PlanStatus.BLOCKED, None, (waiting,)
         refusal = self.allowances.check(pod, pdbs, floor)
         if refusal is None:
             self.allowances.consume(pod, pdbs, floor)
+            self.surges.took(pod)
             if d.deadline_exceeded:
                 message = _exceeded_message(pod, request, now)
                 out.append(act.ReportDeadlineExceeded(ref, message, request.id))
@@ -504,6 +514,7 @@ class _NodePlanner:
             self.wake.at_least(force_at, now)
             return PlanStatus.BLOCKED, force_at, (blocker,)
         self.allowances.consume(pod, pdbs, floor)
+        self.surges.took(pod)
         why = (
             f"blocked since {times.format_time(since)} for pdbMaxWait "
             f"{durations.format_duration(self.pol.pdb_max_wait)}: {refusal}"
@@ -515,6 +526,30 @@ class _NodePlanner:
             out.append(act.ReportDeadlineExceeded(ref, message, request.id))
         out.append(act.ForceDelete(ref, pod.grace_seconds, request.source, why, request.id, window))
         return PlanStatus.FORCED, force_at, (blocker,)
+
+    def _surge(
+        self,
+        pod: cluster.Pod,
+        ref: act.PodRef,
+        request: disruption.DisruptionRequest,
+        floor: budgets.Floor | None,
+    ) -> decision.Blocker | None:
+        """A surge before ``pod``'s eviction (``engine.surge``): what blocks it meanwhile."""
+        gate = self.surges.gate(
+            pod=pod,
+            ref=ref,
+            request=request,
+            floor=floor,
+            now=self.now,
+            max_wait=self.pol.surge_max_wait,
+        )
+        if gate is None:
+            return None
+        self.out.extend(gate.actions)
+        if not gate.waits:
+            return None
+        self.wake.at_least(gate.until, self.now)
+        return decision.Blocker("surge", gate.message, gate.until)
 
     def _complete(self, live: list[cluster.Pod]) -> None:
         """Requests whose pods are all gone are done: a pod request once its pod is, the others

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from graceguard.domain import annotations as ann
-from graceguard.domain import cluster, intorpercent, node_hold
+from graceguard.domain import cluster, intorpercent, node_hold, rollouts
 from graceguard.manifests.errors import ManifestError
 from graceguard.manifests.pods import mapping, string_map
 
@@ -145,7 +145,28 @@ def workload_from_manifest(doc: object, *, kind: str) -> cluster.Workload:
         **string_map(meta.get("annotations"), "metadata.annotations"),
     }
     floor = {k: v for k, v in annotations.items() if k == ann.MIN_AVAILABLE}
-    return cluster.Workload(cluster.WorkloadRef(kind, namespace, name), replicas, floor)
+    rollout = rollout_from_spec(spec) if kind == "Deployment" else None
+    return cluster.Workload(cluster.WorkloadRef(kind, namespace, name), replicas, floor, rollout)
+
+
+def rollout_from_spec(spec: Mapping[str, Any]) -> rollouts.Rollout | None:
+    """A Deployment's ``spec.strategy`` and ``spec.paused`` (the API server's defaults for what
+    is missing); ``None`` when they cannot be read (no surge is then started for it)."""
+    strategy = spec.get("strategy")
+    strategy = strategy if isinstance(strategy, Mapping) else {}
+    rolling = strategy.get("rollingUpdate")
+    rolling = rolling if isinstance(rolling, Mapping) else {}
+    try:
+        surge = intorpercent.parse_int_or_percent(rolling.get("maxSurge", "25%"))
+        unavailable = intorpercent.parse_int_or_percent(rolling.get("maxUnavailable", "25%"))
+    except intorpercent.IntOrPercentError:
+        return None
+    return rollouts.Rollout(
+        recreate=strategy.get("type") == "Recreate",
+        max_surge=surge,
+        max_unavailable=unavailable,
+        paused=spec.get("paused") is True,
+    )
 
 
 def workload_owner(doc: object) -> cluster.WorkloadRef | None:

@@ -62,6 +62,7 @@ _SPEC_FIELDS = {
     "rebalance",
     "foreignInstance",
     "deletionCost",
+    "surgeMaxWait",
     "protect",
 }
 _PROTECT_FIELDS = ("name", "namespaces", "selector", "ownerKind", "minRuntime")
@@ -308,6 +309,7 @@ def policy_from_spec(
     deletion_cost = _bool(
         spec, "deletionCost", default=d.deletion_cost, prefix=prefix, errors=errors
     )
+    surge_max_wait = duration("surgeMaxWait", d.surge_max_wait, allow_zero=True)
     protect = _protect(
         spec.get("protect"), f"{prefix}.protect", errors, max_min_runtime=max_min_runtime
     )
@@ -328,6 +330,7 @@ def policy_from_spec(
         rebalance=rebalance,
         foreign_instance=foreign,
         deletion_cost=deletion_cost,
+        surge_max_wait=surge_max_wait,
         protect=protect,
     )
 

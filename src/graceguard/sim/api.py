@@ -15,7 +15,7 @@ import datetime as dt
 import operator
 from typing import TYPE_CHECKING
 
-from graceguard.domain import budgets, cluster, node_hold
+from graceguard.domain import budgets, cluster, node_hold, rollouts
 from graceguard.sim.pods import SimNode, SimPod
 from graceguard.sim.ports import Refusal, Webhook
 
@@ -41,7 +41,10 @@ class ApiServer:
         }
         self._workloads = tuple(
             cluster.Workload(
-                cluster.WorkloadRef(w.kind, w.namespace, w.name), w.replicas, dict(w.annotations)
+                cluster.WorkloadRef(w.kind, w.namespace, w.name),
+                w.replicas,
+                dict(w.annotations),
+                rollouts.Rollout() if w.kind == "Deployment" else None,  # the API's defaults
             )
             for w in scenario.workloads
         )

@@ -16,7 +16,7 @@ import dataclasses
 import datetime as dt
 
 from graceguard.controller import ports
-from graceguard.domain import disruption, node_hold, notices, pod_writes
+from graceguard.domain import cluster, disruption, node_hold, notices, pod_writes
 from graceguard.engine import actions as act
 from graceguard.sim.marks import MarkKind
 from graceguard.sim.pods import SimPod
@@ -117,6 +117,10 @@ class SimCluster:
     async def cordon(self, *, node: str, request_id: str) -> None:
         del request_id  # the simulator's fleet records who cordoned, not for what
         if self.world.fleet.cordon(node, self.world.now, GRACEGUARD):
+            self.changes += 1
+
+    async def roll_out(self, *, workload: cluster.WorkloadRef, at: dt.datetime) -> None:
+        if self.world.roll_out(workload.namespace, workload.name, self.world.now):
             self.changes += 1
 
     async def hold_node(self, *, node: str, request_id: str | None) -> None:

@@ -22,6 +22,8 @@ class MarkKind(enum.StrEnum):
     SIGTERM = "sigterm"
     """SIGTERM without the Eviction API (kubelet shutdown, instance release, forced deletion)."""
     BLOCKED = "blocked"
+    SURGE = "surge"
+    """graceguard rolled a Deployment out so a new pod is Ready before its last replica goes."""
     DEADLINE = "deadline"
     HEARTBEAT = "heartbeat"
     RELEASE = "release"

@@ -207,6 +207,40 @@ class World:
         self.population.add(replacement)
         self._pod_times.add(replacement.created, replacement)
 
+    def roll_out(self, namespace: str, name: str, now: dt.datetime) -> bool:
+        """The Deployment ``namespace/name`` rolled out with its own surge (graceguard's surge
+        before its last replica goes): a new pod for each of its running pods that is not going,
+        created after ``REPLACEMENT_DELAY`` on a schedulable node; the old one, stopped later, is
+        not replaced again. Kept simple: the Deployment controller's own scale-down of the old
+        pods once the new ones are Ready is not played (graceguard evicts the old pod of a
+        drained node then, as it does in the cluster)."""
+        rolled = False
+        for pod in list(self.running_pods()):
+            owner = pod.spec.owner
+            if (
+                owner is None
+                or owner.kind != "Deployment"
+                or owner.name != name
+                or pod.namespace != namespace
+                or pod.terminating
+                or pod.replaced
+            ):
+                continue
+            pod.replaced = True
+            generation = pod.generation + 1
+            new = SimPod(
+                spec=pod.spec,
+                name=self.population.free_name(f"{pod.spec.name}-r{generation}"),
+                created=now + REPLACEMENT_DELAY,
+                want_node=None,
+                generation=generation,
+            )
+            self.population.add(new)
+            self._pod_times.add(new.created, new)
+            self.mark(now, MarkKind.SURGE, pod.node, pod.name, f"surge: {new.name} coming")
+            rolled = True
+        return rolled
+
     # ---- time --------------------------------------------------------------------------------
 
     def advance(self, now: dt.datetime) -> bool:  # noqa: C901, PLR0912 - one branch per thing that can fall due

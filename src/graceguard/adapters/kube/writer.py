@@ -20,13 +20,15 @@ import os
 import lightkube
 from lightkube.core.exceptions import ApiError
 from lightkube.models.meta_v1 import DeleteOptions, ObjectMeta
+from lightkube.resources.apps_v1 import Deployment
 from lightkube.resources.core_v1 import Node, Pod
 from lightkube.types import PatchType
 
 from graceguard.adapters.kube import cordons, events
 from graceguard.adapters.kube import disruptions as kube_disruptions
 from graceguard.controller import ports
-from graceguard.domain import disruption, node_hold, pod_writes, times
+from graceguard.domain import annotations as ann
+from graceguard.domain import cluster, disruption, node_hold, pod_writes, times
 from graceguard.engine import actions as act
 
 log = logging.getLogger(__name__)
@@ -128,6 +130,26 @@ class LightkubeWriter:
     async def cordon(self, *, node: str, request_id: str) -> None:
         """Marked as graceguard's, and only when nobody had cordoned it (``cordons.cordon``)."""
         await cordons.cordon(self._client, node=node, request_id=request_id)
+
+    async def roll_out(self, *, workload: cluster.WorkloadRef, at: dt.datetime) -> None:
+        """A merge patch of the Deployment's pod template annotations (a rollout, as ``kubectl
+        rollout restart`` makes one); a Deployment that is gone is fine."""
+        patch = {
+            "spec": {
+                "template": {"metadata": {"annotations": {ann.RESTARTED_AT: times.format_time(at)}}}
+            }
+        }
+        try:
+            await self._client.patch(
+                Deployment,
+                workload.name,
+                patch,
+                namespace=workload.namespace,
+                patch_type=PatchType.MERGE,
+            )
+        except ApiError as err:
+            if err.status.code != 404:
+                raise
 
     async def hold_node(self, *, node: str, request_id: str | None) -> None:
         """The annotations ``node_hold`` maps the hold for ``request_id`` to (``None``: let
