@@ -22,6 +22,7 @@ from lightkube.resources.core_v1 import Node, Pod
 import controlplane
 from graceguard.adapters.kube import client as kube_client
 from graceguard.adapters.kube import node_agent
+from graceguard.agent import ports as agent_ports
 
 from . import graceguard_proc as gg
 from .conftest import NodeFactory
@@ -55,7 +56,7 @@ def _taint_as_the_agent(kubeconfig: pathlib.Path, node: str) -> None:
         client = kube_client.connect(kubeconfig)
         try:
             await node_agent.KubeNodeCluster(client).hold_node(
-                node=node, taint=True, schedulable=None
+                node=node, hold=agent_ports.SHUTTING_DOWN
             )
         finally:
             await client.close()

@@ -69,9 +69,9 @@ class RecordedCluster:
     async def node_state(self, node: str) -> ports.NodeState:
         return self.node
 
-    async def hold_node(self, *, node: str, taint: bool, schedulable: bool | None) -> None:
-        unschedulable = self.node.unschedulable if schedulable is None else not schedulable
-        self.node = ports.NodeState(unschedulable, taint)
+    async def hold_node(self, *, node: str, hold: ports.NodeHold) -> None:
+        unschedulable = self.node.unschedulable and not hold.back_in_service
+        self.node = ports.NodeState(unschedulable, hold.keep_daemons_off)
 
     async def set_condition(self, *, node: str, status: bool, reason: str, message: str) -> None:
         self.conditions.append((status, reason, message))

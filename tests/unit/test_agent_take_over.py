@@ -77,7 +77,7 @@ class Cluster:
     async def node_state(self, node: str) -> ports.NodeState:
         return ports.NodeState(False, False)
 
-    async def hold_node(self, *, node: str, taint: bool, schedulable: bool | None) -> None:
+    async def hold_node(self, *, node: str, hold: ports.NodeHold) -> None:
         return None
 
     async def set_condition(self, *, node: str, status: bool, reason: str, message: str) -> None:

@@ -80,6 +80,24 @@ class NodeState:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class NodeHold:
+    """What the agent asks of its node around a shutdown, in its own words; how that is written
+    on the node (the ``NoSchedule`` shutdown taint, ``spec.unschedulable``) is the Kubernetes
+    adapter's."""
+
+    keep_daemons_off: bool
+    """Keep DaemonSet pods from coming back on it while it shuts down."""
+    back_in_service: bool = False
+    """Put it back in service (uncordoned); ``False``: its cordon is left as it is."""
+
+
+SHUTTING_DOWN = NodeHold(keep_daemons_off=True)
+"""The hold while the node shuts down."""
+LET_GO = NodeHold(keep_daemons_off=False)
+"""No hold, the cordon left as it is (the uninstall cleanup's)."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class DisruptionState:
     """A ``Disruption`` as read now, for the agent's take-over."""
 
@@ -133,10 +151,8 @@ class NodeCluster(Protocol):
 
     async def node_state(self, node: str) -> NodeState: ...
 
-    async def hold_node(self, *, node: str, taint: bool, schedulable: bool | None) -> None:
-        """Add (``taint``) or remove the agent's ``NoSchedule`` shutdown taint, which keeps
-        DaemonSet pods from coming back while the node shuts down; with ``schedulable`` not
-        ``None``, also set ``spec.unschedulable`` to its negation (uncordon)."""
+    async def hold_node(self, *, node: str, hold: NodeHold) -> None:
+        """Hold the node as ``hold`` says (replacing the agent's last hold of it)."""
 
     async def set_condition(self, *, node: str, status: bool, reason: str, message: str) -> None:
         """The node's ``GracefulShutdownHeld`` condition."""

@@ -141,7 +141,7 @@ class Shutdowns:
         if scope is disruption.Scope.WHOLE_NODE:
             await self._retry(
                 "taint the node",
-                lambda: self._cluster.hold_node(node=self.node, taint=True, schedulable=None),
+                lambda: self._cluster.hold_node(node=self.node, hold=ports.SHUTTING_DOWN),
             )
         self._metrics.shutdowns.labels(source=source, outcome="started").inc()
         log.info(
@@ -348,11 +348,13 @@ class Shutdowns:
         return True
 
     async def _restore(self, shutdown: Shutdown) -> None:
-        schedulable = None if shutdown.found.unschedulable else True
-        taint = shutdown.found.tainted
+        as_found = ports.NodeHold(
+            keep_daemons_off=shutdown.found.tainted,
+            back_in_service=not shutdown.found.unschedulable,
+        )
         await self._retry(
             "restore the node",
-            lambda: self._cluster.hold_node(node=self.node, taint=taint, schedulable=schedulable),
+            lambda: self._cluster.hold_node(node=self.node, hold=as_found),
         )
 
     async def _keep_restored(self, shutdown: Shutdown) -> None:

@@ -35,6 +35,7 @@ from lightkube.resources.coordination_v1 import Lease
 from lightkube.types import PatchType
 
 from graceguard.adapters.kube import cordons, node_agent, resources
+from graceguard.agent import ports as agent_ports
 from graceguard.domain import annotations as ann
 from graceguard.domain import node_cordon, node_hold
 
@@ -138,7 +139,7 @@ async def retract(client: lightkube.AsyncClient) -> Retracted:
             released += 1
         taints = (doc.get("spec") or {}).get("taints") or []
         if any(t.get("key") == node_agent.TAINT for t in taints):
-            await agent.hold_node(node=name, taint=False, schedulable=None)
+            await agent.hold_node(node=name, hold=agent_ports.LET_GO)
             untainted += 1
         if await cordons.take_back(client, doc) is node_cordon.Retraction.UNCORDON:
             uncordoned += 1

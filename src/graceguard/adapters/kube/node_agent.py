@@ -83,19 +83,22 @@ class KubeNodeCluster:
             tainted=any(isinstance(t, dict) and t.get("key") == TAINT for t in taints),
         )
 
-    async def hold_node(self, *, node: str, taint: bool, schedulable: bool | None) -> None:
+    async def hold_node(self, *, node: str, hold: ports.NodeHold) -> None:
+        """``hold`` on the node: the ``NoSchedule`` shutdown taint while DaemonSet pods are kept
+        off, ``spec.unschedulable: false`` when it goes back in service; a read-modify-write of
+        its taints over the version read, tried again on a conflict."""
         for _ in range(5):
             doc = _doc(await self._client.get(resources.Node, node))
             spec = doc.get("spec") or {}
             taints = [t for t in spec.get("taints") or [] if t.get("key") != TAINT]
-            if taint:
+            if hold.keep_daemons_off:
                 taints.append({"key": TAINT, "effect": "NoSchedule", "value": "graceguard-agent"})
             patch: dict[str, Any] = {
                 "metadata": {"resourceVersion": doc["metadata"]["resourceVersion"]},
                 "spec": {"taints": taints},
             }
-            if schedulable is not None:
-                patch["spec"]["unschedulable"] = not schedulable
+            if hold.back_in_service:
+                patch["spec"]["unschedulable"] = False
             try:
                 await self._client.patch(resources.Node, node, patch, patch_type=PatchType.MERGE)
                 return
