@@ -164,7 +164,7 @@ CASES: dict[str, Case] = {
         "--policy",
         "{tmp}/policy-protect-nothing.yaml",
         names="spec.protect[0]",
-        says="choose pods by namespaces, selector or ownerKind",
+        says="choose pods by namespaces, namespaceSelector, selector or ownerKind",
     ),
     "explain policy protect rule over its cap": case(
         *E,

@@ -534,6 +534,7 @@ CAN: list[tuple[str, ...]] = [
     ("events", "create", "events.events.k8s.io", "-A"),
     ("core events", "watch", "events", "-A"),
     ("budgets", "list", "poddisruptionbudgets.policy", "-A"),
+    ("namespaces", "watch", "namespaces"),  # protect[].namespaceSelector
     ("scale", "get", "statefulsets.apps", "--subresource=scale", "-A"),
     ("roll a deployment out", "patch", "deployments.apps", "-A"),  # a surge (engine.surge)
     ("policies", "watch", "disruptionpolicies.graceguard.io"),

@@ -27,11 +27,12 @@ from lightkube.resources.batch_v1 import Job
 from lightkube.resources.core_v1 import Pod
 
 import controlplane
+from graceguard.domain import annotations as ann
 
 from . import graceguard_proc as gg
 from . import webhook_install as wi
 from .conftest import NOTICE_LEAD, NodeFactory
-from .kube import get_or_none, pod_spec, wait_until
+from .kube import get_or_none, pod, pod_spec, wait_until
 from .test_takeover import TAKEN_OVER, finished, guarded, kubectl_drain
 
 pytestmark = pytest.mark.e2e
@@ -40,7 +41,7 @@ RULE = {"name": "jobs", "ownerKind": "Job"}
 NAMED = "by policy rule jobs"
 
 
-def set_protect(control_plane: controlplane.ControlPlane, rules: list[dict[str, str]]) -> None:
+def set_protect(control_plane: controlplane.ControlPlane, rules: list[dict[str, Any]]) -> None:
     done = control_plane.kubectl(
         "patch",
         "disruptionpolicy",
@@ -224,3 +225,55 @@ def test_a_job_rule_holds_kubectl_drain_until_the_job_pod_completes_and_without_
             assert hook.ready()
         finally:
             set_protect(control_plane, [])
+
+
+@pytest.mark.timeout(120)
+def test_a_namespace_selector_protects_the_pods_of_a_labelled_namespace(
+    control_plane: controlplane.ControlPlane,
+    kube: Client,
+    namespace: str,
+    kwok_nodes: NodeFactory,
+    controller: gg.Controller,
+) -> None:
+    """``protect[].namespaceSelector`` read through the controller's Namespace informer: an
+    unannotated bare pod gets graceguard's projected ``safe-to-evict: "false"`` while its
+    namespace carries the label, and loses it when the label goes (the pod object unchanged).
+    The rule chooses by a label the test sets on its own namespace only."""
+    selector = {"matchLabels": {"graceguard-e2e/protect": namespace}}
+    set_protect(control_plane, [{"name": "by-namespace", "namespaceSelector": selector}])
+    try:
+        node = gg.node_name(kwok_nodes("a"))
+        kube.create(pod("lone", node_name=node, grace_seconds=1), namespace=namespace)
+        wait_until(
+            lambda: (
+                (p := get_or_none(kube, Pod, "lone", namespace)) is not None
+                and p.status is not None
+                and p.status.phase == "Running"
+            ),
+            timeout=30,
+            what="the pod Running",
+        )
+
+        def safe_to_evict() -> str | None:
+            found = kube.get(Pod, "lone", namespace=namespace)
+            return (
+                (found.metadata.annotations or {}).get(ann.CA_SAFE_TO_EVICT)
+                if found.metadata
+                else None
+            )
+
+        time.sleep(3)  # rounds with the namespace unlabelled: nothing projected
+        assert safe_to_evict() is None
+        label = f"graceguard-e2e/protect={namespace}"
+        done = control_plane.kubectl("label", "namespace", namespace, label)
+        assert done.returncode == 0, done.stderr
+        wait_until(
+            lambda: safe_to_evict() == "false",
+            timeout=30,
+            what=f"protection projected once the namespace is labelled\n{gg.output_of(controller)}",
+        )
+        done = control_plane.kubectl("label", "namespace", namespace, "graceguard-e2e/protect-")
+        assert done.returncode == 0, done.stderr
+        wait_until(lambda: safe_to_evict() is None, timeout=30, what="retracted with the label")
+    finally:
+        set_protect(control_plane, [])

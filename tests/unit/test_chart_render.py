@@ -35,6 +35,7 @@ CLUSTER_PERMISSIONS: dict[tuple[str, str], set[str]] = {
     ("", "pods/eviction"): {"create"},
     ("", "pods/log"): {"get"},
     ("", "nodes"): {"get", "list", "watch", "patch"},
+    ("", "namespaces"): {"get", "list", "watch"},  # protect[].namespaceSelector
     ("", "events"): {"create", "patch", "list", "watch"},
     ("events.k8s.io", "events"): {"create", "patch", "list", "watch"},
     ("policy", "poddisruptionbudgets"): {"get", "list", "watch"},

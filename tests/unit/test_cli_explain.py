@@ -410,3 +410,45 @@ def test_explain_of_a_bare_pod_keeps_no_cost(tmp_path: pathlib.Path) -> None:
     path = write(tmp_path, "pod.yaml", pod_doc({ann.BUSY: "true"}))
     told = ok_json(str(path), "--at", AT)["deletionCost"]
     assert (told["cost"], told["reason"]) == (None, "not-owned-by-a-replicaset"), told
+
+
+# --- a gang's hold (--gang) -------------------------------------------------------------------
+
+
+def gang_member(name: str, annotations: dict[str, str] | None = None) -> dict[str, Any]:
+    doc = pod_doc(annotations)
+    doc["metadata"] = {**doc["metadata"], "name": name, "labels": {"graceguard.io/group": "train"}}
+    return doc
+
+
+def test_explain_shows_the_gangs_hold(tmp_path: pathlib.Path) -> None:
+    """worker-0 asks for nothing; worker-1, of the same gang, for 3h: explain on worker-0 with
+    the gang's pods shows the gang holding it until worker-1's protection ends."""
+    pod = write(tmp_path, "w0.yaml", gang_member("worker-0"))
+    members = {
+        "apiVersion": "v1",
+        "kind": "List",
+        "items": [gang_member("worker-0"), gang_member("worker-1", {ann.MIN_RUNTIME: "3h"})],
+    }
+    gang = write(tmp_path, "gang.yaml", members)
+    found = ok_json(str(pod), "--at", AT, "--gang", str(gang))
+    assert found["protectedUntil"] == "2026-11-21T03:00:00Z"
+    assert found["reasons"] == [
+        {
+            "rule": "gang",
+            "annotation": "graceguard.io/group",
+            "value": "train",
+            "until": "2026-11-21T03:00:00Z",
+            "gangMember": "batch/worker-1",
+        }
+    ]
+    alone = ok_json(str(pod), "--at", AT)
+    assert (alone["protectedUntil"], alone["reasons"]) == (None, [])
+
+
+def test_a_bad_gang_file_names_the_item(tmp_path: pathlib.Path) -> None:
+    pod = write(tmp_path, "w0.yaml", gang_member("worker-0"))
+    gang = write(tmp_path, "gang.yaml", {"kind": "List", "items": [{"metadata": 3}]})
+    assert_one_line_exit_2([str(pod), "--gang", str(gang)], "items[0].")
+    other = write(tmp_path, "other.yaml", {"kind": "Service"})
+    assert_one_line_exit_2([str(pod), "--gang", str(other)], "expected a Pod or a List of pods")

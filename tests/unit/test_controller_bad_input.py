@@ -96,6 +96,10 @@ BAD_SPECS: dict[str, tuple[object, str]] = {
         {**GOOD, "protect": [{"ownerKind": "Deployment"}]},
         "spec.protect[0].ownerKind",
     ),
+    "protect namespace selector bad": (
+        {**GOOD, "protect": [{"namespaceSelector": {"matchLabels": ["team"]}}]},
+        "spec.protect[0].namespaceSelector.matchLabels",
+    ),
     "protect rule choosing nothing": (
         {**GOOD, "protect": [{"minRuntime": "2h"}]},
         "spec.protect[0]",

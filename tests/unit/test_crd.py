@@ -397,6 +397,9 @@ VALID: dict[str, dict[str, Any]] = {
     "surges off": {"surgeMaxWait": "0s"},
     "no protect rules": {"protect": []},
     "protect jobs": {"protect": [{"ownerKind": "Job"}]},
+    "protect labelled namespaces": {
+        "protect": [{"namespaceSelector": {"matchLabels": {"team": "batch"}}}]
+    },
     "protect every field": {
         "protect": [
             {
@@ -528,6 +531,7 @@ INVALID: dict[str, dict[str, Any]] = {
     "protect no namespaces": {"protect": [{"namespaces": []}]},
     "protect namespace bad": {"protect": [{"namespaces": ["Batch_1"]}]},
     "protect owner kind lower case": {"protect": [{"ownerKind": "job"}]},
+    "protect namespace selector not a mapping": {"protect": [{"namespaceSelector": "team=a"}]},
     "protect owner kind number": {"protect": [{"ownerKind": 5}]},
     "protect min runtime in words": {"protect": [{"ownerKind": "Job", "minRuntime": "2 hours"}]},
     "protect min runtime negative": {"protect": [{"ownerKind": "Job", "minRuntime": "-2h"}]},
@@ -601,7 +605,8 @@ CEL_ONLY: dict[str, tuple[dict[str, Any], str]] = {
     ),
     "protect rule choosing nothing": (
         {"protect": [{"minRuntime": "2h"}]},
-        "has(self.namespaces) || has(self.selector) || has(self.ownerKind)",
+        "has(self.namespaces) || has(self.namespaceSelector) || has(self.selector) || "
+        "has(self.ownerKind)",
     ),
     "protect deployment": (
         {"protect": [{"ownerKind": "Deployment"}]},

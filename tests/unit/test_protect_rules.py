@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 
 from graceguard.cli import main as cli_main
 from graceguard.domain import annotations as ann
-from graceguard.domain import cluster, disruption, notices, policy, protection
+from graceguard.domain import cluster, disruption, notices, policy, protect_rules, protection
 from graceguard.engine import actions as act
 from graceguard.engine import admission, projection, reconciler
 from graceguard.engine.audit import cluster as audit_cluster
@@ -101,7 +101,11 @@ def test_rules_are_read_with_their_labels() -> None:
 @pytest.mark.parametrize(
     ("rules", "spec", "said"),
     [
-        ([{}], {}, "spec.protect[0]: choose pods by namespaces, selector or ownerKind"),
+        (
+            [{}],
+            {},
+            "spec.protect[0]: choose pods by namespaces, namespaceSelector, selector or ownerKind",
+        ),
         ([{"ownerKind": "Deployment"}], {}, "spec.protect[0].ownerKind: a Deployment's pods"),
         ([{"ownerKind": "CronJob"}], {}, "spec.protect[0].ownerKind: a CronJob's pods"),
         ([{"ownerKind": "job"}], {}, "spec.protect[0].ownerKind: expected a kind"),
@@ -324,3 +328,107 @@ def test_audit_names_the_rule_and_the_pods_it_protects() -> None:
         "drains wait for it.",
         "policy rule protect[1] (minRuntime 2h0m0s) protects no running pod.",
     ]
+
+
+# ---- namespaceSelector: namespaces chosen by their labels ----
+
+TEAM_BATCH = {"name": "batch-ns", "namespaceSelector": {"matchLabels": {"team": "batch"}}}
+NAMESPACES = {"work": {"team": "batch", protect_rules.NAME_LABEL: "work"}, "web": {}}
+
+
+def test_a_namespace_selector_is_read_and_refused_when_bad() -> None:
+    (rule,) = read(TEAM_BATCH).protect
+    assert rule.namespace_selector == cluster.LabelSelector(match_labels={"team": "batch"})
+    bad = {"namespaceSelector": {"matchExpressions": [{"key": "team", "operator": "In"}]}}
+    found = errors(bad)
+    assert any("spec.protect[0].namespaceSelector.matchExpressions[0]" in e for e in found), found
+    assert any("spec.protect[0].namespaceSelector" in e for e in errors({"namespaceSelector": 3}))
+
+
+def test_a_namespace_selector_chooses_by_the_namespaces_labels() -> None:
+    pol = read(TEAM_BATCH)
+    reader = projection.ProtectionReader.of(pol)
+    reader.see_namespaces(NAMESPACES)
+    prot = reader.read(job_pod("work", owner_kind=None), NOW)
+    reason = prot.binding_reason()
+    assert reason is not None and reason.policy_rule == "batch-ns"
+    assert not reader.read(job_pod("web"), NOW).active(NOW)  # no team label
+    assert not reader.read(job_pod("other"), NOW).active(NOW)  # not read: its name label only
+    by_name = read({"namespaceSelector": {"matchLabels": {protect_rules.NAME_LABEL: "other"}}})
+    assert protection_of(job_pod("other"), by_name).active(NOW)
+
+
+def test_a_namespace_labelled_later_is_projected_again() -> None:
+    """The pod object does not change when its namespace gets the label: the reader forgets what
+    it worked out from the old labels."""
+    pod = job_pod("web", owner_kind=None)
+    reader = projection.ProtectionReader.of(read(TEAM_BATCH))
+    reader.see_namespaces(NAMESPACES)
+    assert projection.project([pod], reader, NOW).protected == 0
+    reader.see_namespaces({**NAMESPACES, "web": {"team": "batch"}})
+    result = projection.project([pod], reader, NOW)
+    assert result.protected == 1
+    assert any(isinstance(a, act.ProjectProtection) for a in result.actions)
+
+
+def test_the_reconciler_reads_the_snapshots_namespaces() -> None:
+    pod = job_pod("work", owner_kind=None)
+    req = disruption.DisruptionRequest(
+        "r0", "n1", "drain", disruption.DisruptionClass.VOLUNTARY, NOW
+    )
+    nodes = (cluster.Node("n1"),)
+    labelled = cluster.Snapshot(nodes=nodes, pods=(pod,), namespaces=NAMESPACES)
+    r = reconciler.reconcile(snapshot=labelled, requests=[req], pol=read(TEAM_BATCH), now=NOW)
+    (plan,) = r.plans
+    assert plan.protected_until == NOW - HOUR + policy.DEFAULT.max_protection
+    bare = cluster.Snapshot(nodes=nodes, pods=(pod,))
+    r = reconciler.reconcile(snapshot=bare, requests=[req], pol=read(TEAM_BATCH), now=NOW)
+    assert r.plans[0].protected_until is None
+
+
+def test_explain_reads_the_namespace_and_names_the_rule(tmp_path: pathlib.Path) -> None:
+    pod_file = tmp_path / "pod.yaml"
+    pod_file.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": "train-0", "namespace": "work"},
+                "spec": {"nodeName": "n1"},
+                "status": {"phase": "Running", "startTime": "2026-11-25T11:00:00Z"},
+            }
+        )
+    )
+    policy_file = tmp_path / "policy.yaml"
+    policy_file.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": policies.API_VERSION,
+                "kind": policies.KIND,
+                "metadata": {"name": "default"},
+                "spec": {"protect": [TEAM_BATCH]},
+            }
+        )
+    )
+    ns_file = tmp_path / "ns.yaml"
+    ns_file.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Namespace",
+                "metadata": {"name": "work", "labels": {"team": "batch"}},
+            }
+        )
+    )
+    args = ["explain", str(pod_file), "--policy", str(policy_file), "--at", "2026-11-25T12:00:00Z"]
+    out = CliRunner().invoke(cli_main.app, [*args, "--namespace", str(ns_file)])
+    assert out.exit_code == 0, out.output
+    (reason,) = json.loads(out.output)["reasons"]
+    assert reason["policyRule"] == "batch-ns"
+    without = CliRunner().invoke(cli_main.app, args)
+    assert json.loads(without.output)["reasons"] == []
+    wrong = tmp_path / "other.yaml"
+    wrong.write_text("apiVersion: v1\nkind: Namespace\nmetadata: {name: web}\n")
+    refused = CliRunner().invoke(cli_main.app, [*args, "--namespace", str(wrong)])
+    assert refused.exit_code != 0
+    assert "metadata.name: the pod is in namespace 'work'" in refused.output

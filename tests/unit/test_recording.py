@@ -11,7 +11,7 @@ from typing import Any
 
 from graceguard.controller import recording
 from graceguard.domain import annotations as ann
-from graceguard.domain import ledger, policy, termination
+from graceguard.domain import cluster, gangs, ledger, policy, termination
 from graceguard.engine import actions as act
 
 NOW = dt.datetime(2026, 11, 21, 4, 0, tzinfo=dt.UTC)
@@ -265,3 +265,50 @@ class _Defaults:
 
     def policy_in_force(self) -> policy.Policy:
         return policy.DEFAULT
+
+
+class _Gang:
+    """``ports.GangMembers`` over a fixed list of live pods."""
+
+    def __init__(self, *members: cluster.Pod) -> None:
+        self.members = members
+
+    def gang_members(self, pod: cluster.Pod) -> Sequence[cluster.Pod]:
+        return [m for m in self.members if m.key != pod.key]
+
+
+def test_a_gang_member_deleted_while_its_gang_holds_it_is_premature() -> None:
+    """The deleted worker asks for nothing itself; another member of its gang is protected for
+    3h: the ledger judges the deletion by the gang's protection, as the engine held it."""
+    start = dt.datetime(2026, 11, 21, 2, 0, tzinfo=dt.UTC)
+    group = {gangs.GROUP: "train"}
+    peer = cluster.Pod(
+        "ml",
+        "peer",
+        "n2",
+        start_time=start,
+        labels=group,
+        annotations={ann.MIN_RUNTIME: "3h"},
+    )
+    raw = _pod(deleted=NOW, grace=7200, annotations={})  # its whole grace: only the gang counts
+    raw["metadata"]["labels"] = group
+
+    def observe(members: _Gang | None) -> termination.TerminationRecord:
+        fake_ledger = FakeLedger()
+        observer = recording.TerminationObserver(
+            actions=fake_ledger,
+            terminations=fake_ledger,
+            cluster=FakeEvents(),
+            in_force=_Defaults(),
+            clock=lambda: NOW,
+            gangs=members,
+        )
+        asyncio.run(observer.on_pod("DELETED", raw))
+        (record,) = fake_ledger.records.values()
+        return record
+
+    held = observe(_Gang(peer))
+    assert held.premature and "before its protection ended" in held.premature_reason
+    assert held.protected_until == start + dt.timedelta(hours=3)
+    alone = observe(None)
+    assert not alone.premature and alone.protected_until is None

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from graceguard.cli import files
-from graceguard.domain import disruption, times
+from graceguard.domain import cluster, disruption, protect_rules, times
 from graceguard.engine import decision, deletion_cost, projection
 from graceguard.manifests import pods
 from graceguard.manifests.errors import ManifestError
@@ -55,6 +55,7 @@ def explain(
             metavar="POD.yaml", help="A plain Pod manifest, with status.startTime if it runs."
         ),
     ],
+    *,
     policy_file: Annotated[
         pathlib.Path | None,
         typer.Option(
@@ -82,16 +83,45 @@ def explain(
             "reason), e.g. cluster-autoscaler, upgrade, spot-interruption.",
         ),
     ] = "drain",
+    namespace_file: Annotated[
+        pathlib.Path | None,
+        typer.Option(
+            "--namespace",
+            metavar="NS.yaml",
+            help="The pod's Namespace manifest, whose labels the policy's "
+            "protect[].namespaceSelector matches; without it the namespace carries only "
+            "kubernetes.io/metadata.name.",
+        ),
+    ] = None,
+    gang_file: Annotated[
+        pathlib.Path | None,
+        typer.Option(
+            "--gang",
+            metavar="PODS.yaml",
+            help="The other pods of the pod's gang (a List, as kubectl get pods -l ... -o yaml "
+            "prints it): the gang's hold (its longest-protected member) is shown with the "
+            "pod's own protection.",
+        ),
+    ] = None,
 ) -> None:
     """Explain when a pod may be disrupted, and why: protection, notices, windows, deadline.
 
     Prints JSON with protectedUntil, reasons, earliestEviction, notices, blockedBy, warnings
     and deletionCost (the pod-deletion-cost graceguard keeps on a ReplicaSet's pod, and why).
+    With --gang, a reason "gang" when another member holds the pod longer (gangMember).
 
     Example: graceguard explain job.yaml --policy policy.yaml --at 2026-11-21T02:00:00Z
     """
     try:
-        result = _explain(pod_file, policy_file, at, disruption_text, source)
+        result = _explain(
+            pod_file,
+            policy_file=policy_file,
+            at=at,
+            disruption_text=disruption_text,
+            source=source,
+            namespace_file=namespace_file,
+            gang_file=gang_file,
+        )
     except files.InputError as err:
         raise files.fail(str(err)) from None
     typer.echo(json.dumps(result, indent=2))
@@ -99,10 +129,13 @@ def explain(
 
 def _explain(
     pod_file: pathlib.Path,
+    *,
     policy_file: pathlib.Path | None,
     at: str | None,
     disruption_text: str,
     source: str,
+    namespace_file: pathlib.Path | None = None,
+    gang_file: pathlib.Path | None = None,
 ) -> dict[str, Any]:
     check_source(source)
     doc = files.load_yaml(pod_file, limit=files.MANIFEST_LIMIT, kind="a Pod manifest")
@@ -127,12 +160,56 @@ def _explain(
         requested_at=now,
         deadline=deadline,
     )
-    prot = projection.ProtectionReader.of(pol).read(pod, now)
+    reader = projection.ProtectionReader.of(pol)
+    if namespace_file is not None:
+        reader.see_namespaces({pod.namespace: _namespace_labels(namespace_file, pod.namespace)})
+    if gang_file is not None:
+        members = [p for p in _pods(gang_file) if p.key != pod.key]
+        reader.hold_gangs([pod, *members], now)  # as the controller's round does
+    prot = reader.read(pod, now)
     d = decision.decide(pod=pod, prot=prot, request=request, pol=pol, now=now)
     cost = deletion_cost.decide(
         pod=pod, protected=prot.active(now), now=now, enabled=pol.deletion_cost
     )
     return {**decision_json(d, now=now, source=source), "deletionCost": cost_json(cost)}
+
+
+def _pods(path: pathlib.Path) -> list[cluster.Pod]:
+    """The pods of ``path``: one Pod, or a List of them (``items``)."""
+    doc = files.load_yaml(path, limit=files.MANIFEST_LIMIT, kind="a list of pods")
+    if isinstance(doc, dict) and doc.get("kind") == "Pod":
+        items, where = [doc], ""
+    elif isinstance(doc, dict) and isinstance(doc.get("items"), list):
+        items, where = doc["items"], "items"
+    else:
+        raise files.InputError(f"{path}: expected a Pod or a List of pods (items)")
+    found = []
+    for i, item in enumerate(items):
+        try:
+            found.append(pods.pod_from_manifest(item))
+        except ManifestError as err:
+            at = f"{where}[{i}]." if where else ""
+            raise files.InputError(f"{path}: {at}{err}") from None
+    return found
+
+
+def _namespace_labels(path: pathlib.Path, namespace: str) -> dict[str, str]:
+    """The labels of the Namespace manifest at ``path``, which must be the pod's namespace."""
+    doc = files.load_yaml(path, limit=files.MANIFEST_LIMIT, kind="a Namespace manifest")
+    meta = doc.get("metadata") if isinstance(doc, dict) else None
+    if not isinstance(doc, dict) or doc.get("kind") != "Namespace" or not isinstance(meta, dict):
+        raise files.InputError(f"{path}: expected a Namespace manifest (kind: Namespace)")
+    if meta.get("name") != namespace:
+        raise files.InputError(
+            f"{path}: metadata.name: the pod is in namespace {namespace!r}, "
+            f"this is {meta.get('name')!r}"
+        )
+    labels = meta.get("labels") or {}
+    if not isinstance(labels, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in labels.items()
+    ):
+        raise files.InputError(f"{path}: metadata.labels: expected a map of strings")
+    return {**labels, protect_rules.NAME_LABEL: namespace}
 
 
 def cost_json(cost: deletion_cost.DeletionCost) -> dict[str, Any]:
@@ -161,6 +238,8 @@ def decision_json(d: decision.PodDecision, *, now: dt.datetime, source: str) -> 
                 "until": _t(r.until),
                 # the DisruptionPolicy's spec.protect rule, by its name or protect[i]
                 **({"policyRule": r.policy_rule} if r.policy_rule is not None else {}),
+                # a gang's hold: the member whose own protection ends last
+                **({"gangMember": r.gang_member} if r.gang_member is not None else {}),
             }
             for r in prot.reasons
         ],

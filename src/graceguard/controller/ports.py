@@ -187,6 +187,20 @@ class PolicyInForce(Protocol):
     def policy_in_force(self) -> policy.Policy: ...
 
 
+class NamespaceLabels(Protocol):
+    """The Namespaces' labels as last read, for the policy's ``protect[].namespaceSelector``
+    outside the reconcile round (the termination observer)."""
+
+    def namespace_labels(self) -> Mapping[str, Mapping[str, str]]: ...
+
+
+class GangMembers(Protocol):
+    """The other live pods of a pod's gang as last read, for the termination observer's
+    premature-termination check (a gang's protection is its longest-protected member's)."""
+
+    def gang_members(self, pod: cluster.Pod) -> Sequence[cluster.Pod]: ...
+
+
 class View(RoundView, Protocol):
     """The cluster as the controller sees it: a cache kept by watches, which wakes the loop."""
 

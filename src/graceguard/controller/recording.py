@@ -20,6 +20,7 @@ from typing import Any
 
 from graceguard.controller import logs, ports
 from graceguard.controller import metrics as controller_metrics
+from graceguard.domain import gangs as domain_gangs
 from graceguard.domain import ledger, notifications, termination
 from graceguard.engine import actions as act
 from graceguard.engine import projection
@@ -96,6 +97,8 @@ class TerminationObserver:
         metrics: controller_metrics.ControllerMetrics | None = None,
         log_source: ports.LogSource | None = None,
         log_lines: int = logs.DEFAULT_LINES,
+        namespaces: ports.NamespaceLabels | None = None,
+        gangs: ports.GangMembers | None = None,
     ) -> None:
         self._actions = actions
         self._terminations = terminations
@@ -108,6 +111,8 @@ class TerminationObserver:
         """Pod uid -> the capture of its last logs, begun when its premature termination was
         seen (a task: the watch goes on meanwhile), awaited when the pod is gone."""
         self._in_force = in_force
+        self._namespaces = namespaces
+        self._gangs = gangs
         self._clock = clock
         self._events: collections.OrderedDict[str, list[termination.ObservedEvent]] = (
             collections.OrderedDict()
@@ -155,8 +160,22 @@ class TerminationObserver:
             pod = pods.pod_from_manifest(raw)
         except ManifestError:
             return None
-        spec = projection.ProtectionReader.of(self._in_force.policy_in_force()).spec(pod)
-        return spec.until(pod.start_time, self._clock())
+        reader = projection.ProtectionReader.of(self._in_force.policy_in_force())
+        if self._namespaces is not None:
+            reader.see_namespaces(self._namespaces.namespace_labels())
+        now = self._clock()
+        own = reader.spec(pod).until(pod.start_time, now)
+        members = self._gangs.gang_members(pod) if self._gangs is not None else ()
+        gang = domain_gangs.gang_of(pod) if members else None
+        if gang is None:
+            return own
+        # The gang held the pod while any live member was protected (engine.gangs): the pod
+        # itself is terminating now, so the hold is the other members'.
+        reader.hold_gangs(members, now)
+        hold = reader.gangs.get(gang.key)
+        if hold is not None and (own is None or hold.until > own):
+            return hold.until
+        return own
 
     def _finished_before(self, raw: dict[str, Any], uid: str) -> bool:
         """The pod had finished (Succeeded or Failed) before its deletion began."""

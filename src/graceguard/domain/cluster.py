@@ -244,3 +244,6 @@ class Snapshot:
     workloads: tuple[Workload, ...] = ()
     window_evictions: Mapping[str, dt.datetime] = dataclasses.field(default_factory=dict)
     """Pod key -> start of the maintenance window in which it was last evicted."""
+    namespaces: Mapping[str, Mapping[str, str]] = dataclasses.field(default_factory=dict)
+    """Namespace name -> its labels, for the policy's ``protect[].namespaceSelector`` (a
+    namespace not here carries only its name label: ``protect_rules.namespace_labels``)."""

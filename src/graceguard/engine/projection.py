@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from graceguard.domain import annotations as ann
 from graceguard.domain import cluster, policy, protect_rules, protection
@@ -40,20 +40,34 @@ class ProtectionReader:
         Entries of pods gone or changed are dropped once they outnumber the pods of a pass."""
         self.gangs: dict[str, gangs.Hold] = {}
         """Gang key -> how long the gang holds its members (``hold_gangs``); empty: none."""
+        self.namespaces: Mapping[str, Mapping[str, str]] = {}
+        """The Namespaces' labels by name, for rules with a ``namespaceSelector``
+        (``see_namespaces``)."""
 
     @classmethod
     def of(cls, pol: policy.Policy) -> ProtectionReader:
         """The reader of ``pol``: its limits and its ``protect`` rules."""
         return cls(pol.limits, rules=pol.protect)
 
+    def see_namespaces(self, labels: Mapping[str, Mapping[str, str]]) -> None:
+        """The Namespaces' labels as read now. When they changed and a rule chooses by them,
+        what each pod projects is worked out again (a pod object unchanged may be chosen now)."""
+        if labels == self.namespaces:
+            return
+        self.namespaces = labels
+        if any(r.namespace_selector is not None for r in self.rules):
+            self.watched.clear()
+
     def chosen(self, pod: cluster.Pod) -> bool:
         """Whether a policy rule chooses ``pod`` (so it may be protected without annotations)."""
-        return bool(self.rules) and any(r.matches(pod) for r in self.rules)
+        spaces = self.namespaces
+        return bool(self.rules) and any(r.matches(pod, spaces) for r in self.rules)
 
     def spec(self, pod: cluster.Pod) -> protection.ProtectionSpec:
         annotations = pod.annotations
         rules = self.rules
-        chosen = tuple(i for i, r in enumerate(rules) if r.matches(pod)) if rules else ()
+        spaces = self.namespaces
+        chosen = tuple(i for i, r in enumerate(rules) if r.matches(pod, spaces)) if rules else ()
         if not annotations and not chosen:
             return self.unprotected
         items = protection.relevant_items(annotations) if annotations else ()

@@ -107,6 +107,7 @@ def reconcile(
     its own node only once it took it over. A node left so keeps its requests' hold."""
     idx = snapshot if isinstance(snapshot, index.ClusterIndex) else index.build(snapshot, pol)
     reader = reader or projection.ProtectionReader.of(pol)
+    reader.see_namespaces(idx.snapshot.namespaces)  # protect[].namespaceSelector
     reader.hold_gangs(idx.snapshot.pods, now)  # a gang's members go together (engine.gangs)
     out: list[act.Action] = []
     plans: list[PodPlan] = []

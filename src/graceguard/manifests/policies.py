@@ -65,7 +65,14 @@ _SPEC_FIELDS = {
     "surgeMaxWait",
     "protect",
 }
-_PROTECT_FIELDS = ("name", "namespaces", "selector", "ownerKind", "minRuntime")
+_PROTECT_FIELDS = (
+    "name",
+    "namespaces",
+    "namespaceSelector",
+    "selector",
+    "ownerKind",
+    "minRuntime",
+)
 PROTECT_MAX = 32
 """The most ``spec.protect`` rules a policy may hold (the CRD's ``maxItems``)."""
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z")
@@ -459,6 +466,11 @@ def _protect(  # noqa: C901, PLR0912 - one step per field of a rule, each naming
         selector = None
         if item.get("selector") is not None:
             selector = _rule_selector(item["selector"], f"{at}.selector", errors)
+        namespace_selector = None
+        if item.get("namespaceSelector") is not None:
+            namespace_selector = _rule_selector(
+                item["namespaceSelector"], f"{at}.namespaceSelector", errors
+            )
         owner_kind = item.get("ownerKind")
         if owner_kind is not None:
             if not isinstance(owner_kind, str) or not _KIND.match(owner_kind):
@@ -470,12 +482,14 @@ def _protect(  # noqa: C901, PLR0912 - one step per field of a rule, each naming
                 )
             elif owner_kind in OWNERLESS_KINDS:
                 errors.append(FieldError(f"{at}.ownerKind", OWNERLESS_KINDS[owner_kind]))
-        if all(item.get(k) is None for k in ("namespaces", "selector", "ownerKind")):
+        choosers = ("namespaces", "namespaceSelector", "selector", "ownerKind")
+        if all(item.get(k) is None for k in choosers):
             errors.append(
                 FieldError(
                     at,
-                    "choose pods by namespaces, selector or ownerKind (a rule without any would "
-                    "protect every pod of the cluster; use selector: {} to mean that)",
+                    "choose pods by namespaces, namespaceSelector, selector or ownerKind (a rule "
+                    "without any would protect every pod of the cluster; use selector: {} to "
+                    "mean that)",
                 )
             )
         min_runtime = None
@@ -497,6 +511,7 @@ def _protect(  # noqa: C901, PLR0912 - one step per field of a rule, each naming
             protect_rules.ProtectRule(
                 label=label,
                 namespaces=namespaces,
+                namespace_selector=namespace_selector,
                 selector=selector,
                 owner_kind=owner_kind,
                 min_runtime=min_runtime,

@@ -184,6 +184,8 @@ def _observed_view(
         terminations=ledger.terminations,
         cluster=cluster_writer,
         in_force=cluster_view,
+        namespaces=cluster_view,
+        gangs=cluster_view,
         clock=_clock,
         notifier=notifier,
         metrics=counted,

@@ -9,6 +9,8 @@ from lightkube.generic_resource import create_global_resource, create_namespaced
 
 Pod: Any = create_namespaced_resource("", "v1", "Pod", "pods")
 Node: Any = create_global_resource("", "v1", "Node", "nodes")
+Namespace: Any = create_global_resource("", "v1", "Namespace", "namespaces")
+"""Read for its labels only: the policy's ``protect[].namespaceSelector``."""
 Event: Any = create_namespaced_resource("", "v1", "Event", "events")
 PodDisruptionBudget: Any = create_namespaced_resource(
     "policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets"

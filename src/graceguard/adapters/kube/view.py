@@ -25,6 +25,7 @@ from graceguard.adapters.kube.informer import Informer, RawHook
 from graceguard.domain import annotations as ann
 from graceguard.domain import cluster, disruption, gangs, policy
 from graceguard.manifests import objects, pods, policies
+from graceguard.manifests.errors import ManifestError
 
 log = logging.getLogger(__name__)
 
@@ -126,6 +127,14 @@ def policy_entry(raw: dict[str, Any]) -> PolicyEntry:
     return entry
 
 
+def namespace_labels(raw: dict[str, Any]) -> Mapping[str, str]:
+    """A Namespace's labels (all graceguard reads of it)."""
+    labels = (raw.get("metadata") or {}).get("labels") or {}
+    if not isinstance(labels, Mapping):
+        raise ManifestError("metadata.labels", "expected a mapping")
+    return _intern_map({str(k): str(v) for k, v in labels.items()}) or cluster.EMPTY
+
+
 class ClusterView:
     def __init__(
         self,
@@ -157,6 +166,12 @@ class ClusterView:
         )
         self.nodes = Informer(
             client=client, resource=resources.Node, convert=compact_node, changed=self.changed
+        )
+        self.namespaces = Informer(
+            client=client,
+            resource=resources.Namespace,
+            convert=namespace_labels,
+            changed=self.changed,
         )
         self.budgets = Informer(
             client=client,
@@ -198,6 +213,7 @@ class ClusterView:
         found: tuple[Informer[Any], ...] = (
             self.pods,
             self.nodes,
+            self.namespaces,
             self.budgets,
             self.deployments,
             self.statefulsets,
@@ -222,6 +238,25 @@ class ClusterView:
             replica_sets=((e.workload, e.owner) for e in self.replicasets.store.values()),
         )
 
+    def namespace_labels(self) -> Mapping[str, Mapping[str, str]]:
+        """The Namespaces' labels by name (``ports.NamespaceLabels``)."""
+        return dict(self.namespaces.store)
+
+    def gang_members(self, pod: cluster.Pod) -> list[cluster.Pod]:
+        """The other pods of ``pod``'s gang in the pod store (``ports.GangMembers``); one pass
+        over the store, made only for a pod that is in a gang."""
+        gang = gangs.gang_of(pod) if gangs.maybe_in_gang(pod) else None
+        if gang is None:
+            return []
+        return [
+            p
+            for p in self.pods.store.values()
+            if p.key != pod.key
+            and gangs.maybe_in_gang(p)
+            and (g := gangs.gang_of(p)) is not None
+            and g.key == gang.key
+        ]
+
     def snapshot(self) -> cluster.Snapshot:
         workloads, owners = self.workloads()
         pod_list: list[cluster.Pod] = []
@@ -235,6 +270,7 @@ class ClusterView:
             pods=tuple(pod_list),
             budgets=tuple(self.budgets.store.values()),
             workloads=workloads,
+            namespaces=self.namespace_labels(),
         )
 
     def requests(self) -> list[disruption.DisruptionRequest]:
