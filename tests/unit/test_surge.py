@@ -14,7 +14,7 @@ from graceguard.controller import executor
 from graceguard.domain import annotations as ann
 from graceguard.domain import cluster, disruption, intorpercent, notices, policy, rollouts, times
 from graceguard.engine import actions as act
-from graceguard.engine import reconciler, surge
+from graceguard.engine import admission, reconciler, surge
 from graceguard.manifests import objects, policies
 
 from .snapshot_cluster import SnapshotCluster
@@ -310,3 +310,30 @@ def test_a_deployments_strategy_is_read() -> None:
     read = objects.workload_from_manifest({**doc, "spec": recreate}, kind="Deployment")
     assert read.rollout == rollouts.Rollout(recreate=True, paused=True)
     assert objects.workload_from_manifest(doc, kind="StatefulSet").rollout is None
+
+
+# --- the eviction webhook -----------------------------------------------------------------------
+
+
+def test_the_webhook_refuses_another_evictor_while_the_surge_runs() -> None:
+    """With no floor (defaultMinAvailable: null, no PDB) nothing else would hold the last Ready
+    replica once its notice time has passed: kubectl drain's retry waits for the surge."""
+    pol = policy.Policy(default_min_available=None, takeover=())
+    started = NOW - 2 * MIN
+    surging = due(**{ann.SURGE_AT: times.format_time(started)})
+    verdict = admission.admit(pod=surging, pol=pol, now=NOW, source=admission.EVICTION_API)
+    assert (verdict.allowed, verdict.rule) == (False, admission.Rule.SURGE)
+    assert verdict.until == started + WAIT
+    assert "bringing up a new pod" in verdict.reason
+    # Before the surge, after its bound, or once it ended, the pod goes as before.
+    for p, now in (
+        (due(), NOW),
+        (surging, started + WAIT),
+        (due(**{ann.SURGE_AT: times.format_time(started), ann.SURGE_OUTCOME: "timed-out"}), NOW),
+    ):
+        free = admission.admit(pod=p, pol=pol, now=now, source=admission.EVICTION_API)
+        assert free.allowed, free
+    trusted = admission.admit(
+        pod=surging, pol=pol, now=NOW, source=admission.EVICTION_API, trusted=True
+    )
+    assert trusted.allowed  # graceguard's own eviction once the new pod is Ready

@@ -14,7 +14,10 @@ the requester (``source_for``). The rules, in order:
    read exactly as the engine reads them) is refused until its protection ends;
 4. outside the maintenance windows that apply to the source, the pod is refused until the next
    window opens (after its protection, if both hold it);
-5. a healthy pod of a workload at its floor (``graceguard.io/min-available`` or the policy's
+5. a pod waiting for a surge (a new pod of its Deployment brought up before this, its last Ready
+   replica, goes: ``engine.surge``) is refused until the surge's bound; graceguard evicts it
+   itself as soon as the new pod is Ready;
+6. a healthy pod of a workload at its floor (``graceguard.io/min-available`` or the policy's
    ``defaultMinAvailable``, which yields to a user's PDB as in the engine) is refused until
    another replica is Ready. ``pending`` counts evictions this webhook admitted for the workload
    that the cluster cache does not show yet, so a drain that evicts every pod at once does not
@@ -52,7 +55,7 @@ from collections.abc import Set as AbstractSet
 from graceguard.domain import annotations as ann
 from graceguard.domain import budgets, cluster, disruption, notices, policy, protection, times
 from graceguard.domain import gangs as domain_gangs
-from graceguard.engine import decision, gangs, projection
+from graceguard.engine import decision, gangs, projection, surge
 
 SERVICE_ACCOUNT_PREFIX = "system:serviceaccount:"
 EVICTION_API = "eviction-api"
@@ -75,6 +78,9 @@ class Rule(enum.StrEnum):
     PROTECTION = "protection"
     WINDOW = "window"
     FLOOR = "floor"
+    SURGE = "surge"
+    """A new pod of the Deployment is being brought up before this, its last Ready replica,
+    goes (``engine.surge``): graceguard evicts it itself once the new one is Ready."""
     TAKEOVER = "takeover"
     """Refused and taken over: graceguard evicts the pod itself, with notice and its grace."""
 
@@ -183,6 +189,15 @@ def admit(  # noqa: PLR0911 - one answer per rule, in the order the docstring li
     held = _held(pod=pod, pol=pol, now=now, source=source, prot=prot)
     if held is not None:
         return held
+    surging = surge.running(pod, now=now, max_wait=pol.surge_max_wait)
+    if surging is not None:
+        started, until = surging
+        why = (
+            f"graceguard is bringing up a new pod before this last Ready replica goes (a surge "
+            f"since {times.format_time(started)}); it evicts the pod itself once the new one is "
+            f"Ready, at the latest from {times.format_time(until)}"
+        )
+        return Verdict(False, Rule.SURGE, why, source, who, until, until - now)
     if floor is not None:
         refused = _at_floor(pod=pod, floor=floor, pending=pending, now=now, source=source)
         if refused is not None:

@@ -151,6 +151,20 @@ def decide(  # noqa: PLR0911 - one answer per case, in order
     return Surge(Step.START, why, until)
 
 
+def running(
+    pod: cluster.Pod, *, now: dt.datetime, max_wait: dt.timedelta
+) -> tuple[dt.datetime, dt.datetime] | None:
+    """(when it began, when its bound runs out) of the surge ``pod`` waits for now, if any: the
+    eviction webhook refuses other evictors meanwhile (graceguard evicts the pod itself once
+    the new pod is Ready)."""
+    if max_wait <= dt.timedelta(0) or pod.annotations.get(ann.SURGE_OUTCOME):
+        return None
+    started = times.time_in(pod.annotations, ann.SURGE_AT)
+    if started is None or now >= started + max_wait:
+        return None
+    return started, started + max_wait
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class Gate:
     """What a surge asks before a due pod is evicted: the actions to take now, and whether the
