@@ -134,8 +134,10 @@ class World:
         self.dirty = True
 
     async def cordon(self, *, node: str, request_id: str) -> None:
-        del request_id
-        self._node(node, unschedulable=True)
+        self._node(node, unschedulable=True, cordoned_for=request_id)
+
+    async def uncordon(self, *, node: str) -> None:
+        self._node(node, unschedulable=False, cordoned_for=None)
 
     async def hold_node(self, *, node: str, request_id: str | None) -> None:
         self._node(node, scale_down_disabled=request_id is not None, held_for=request_id)

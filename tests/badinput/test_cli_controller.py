@@ -2,7 +2,8 @@
 URLs (through ``--ledger`` and ``$GRACEGUARD_LEDGER``) that can never be opened, ports out of
 range, alike or in use, an address to listen on that is not this machine's, a Lease namespace or
 name Kubernetes would refuse (``--lease-namespace`` and ``$POD_NAMESPACE``), a replica identity
-that is not one line (``--identity`` and ``$POD_NAME``), a log-line count out of range, and
+that is not one line (``--identity`` and ``$POD_NAME``), a log-line count out of range, an
+``--evictor-quiet`` that is no duration or shorter than 30 s, and
 click's usage errors. Each row: exit 2 before it starts, one line on stderr naming the option or
 variable at fault, nothing on stdout, no traceback. (``--aws-*`` rows belong to issue 9's tests.)
 
@@ -144,6 +145,12 @@ ROWS: dict[str, Row] = {
     "log lines negative": row("--log-lines", "-1", names="--log-lines", says="0 to 10000"),
     "log lines too many": row("--log-lines", "10001", names="--log-lines", says="0 to 10000"),
     "log lines words": row("--log-lines", "many", names="--log-lines", says="valid integer"),
+    "evictor quiet too short": row(
+        "--evictor-quiet", "10s", names="--evictor-quiet", says="at least 30s"
+    ),
+    "evictor quiet not a duration": row(
+        "--evictor-quiet", "soon", names="--evictor-quiet", says="soon"
+    ),
     # ---- usage ----
     "unknown option": row("--bogus", names="--bogus", says="No such option"),
     "ledger without value": row("--ledger", names="--ledger", says="requires an argument"),

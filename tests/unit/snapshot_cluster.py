@@ -107,7 +107,20 @@ class SnapshotCluster:
         self.snapshot = dataclasses.replace(
             self.snapshot,
             nodes=tuple(
-                dataclasses.replace(n, unschedulable=True) if n.name == node else n
+                dataclasses.replace(n, unschedulable=True, cordoned_for=request_id)
+                if n.name == node
+                else n
+                for n in self.snapshot.nodes
+            ),
+        )
+
+    async def uncordon(self, *, node: str) -> None:
+        self.snapshot = dataclasses.replace(
+            self.snapshot,
+            nodes=tuple(
+                dataclasses.replace(n, unschedulable=False, cordoned_for=None)
+                if n.name == node
+                else n
                 for n in self.snapshot.nodes
             ),
         )

@@ -1489,6 +1489,7 @@ def test_disruption_fields_are_those_python_reads_and_writes() -> None:
         pod="a/b",
         reason="why",
         requested_by="who",
+        taken_over=True,
     )
     written = disruptions.object_for(full)["spec"]
     assert set(DIS_FIELDS) == set(written) | {"hold"}

@@ -4,6 +4,7 @@ a ledger or kubeconfig that cannot be used ends with one line and exit 2."""
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Annotated
 
 import typer
@@ -11,6 +12,8 @@ import typer
 from graceguard.adapters import ledger as ledger_store
 from graceguard.adapters.aws import clients as aws_clients
 from graceguard.cli import files, options, process_command
+from graceguard.domain import durations
+from graceguard.engine import takeovers
 from graceguard.processes import aws as aws_process
 from graceguard.processes import controller as controller_process
 from graceguard.processes import supervisor
@@ -95,6 +98,14 @@ def controller(
             "this process only.",
         ),
     ] = None,
+    evictor_quiet: Annotated[
+        str,
+        typer.Option(
+            help="How long the evictor of a drain graceguard took over (kubectl drain, "
+            "cluster-autoscaler) may ask for no eviction before that drain, held by "
+            "PodDisruptionBudgets only, ends and the node is released (at least 30s).",
+        ),
+    ] = "5m",
     verbose: process_command.Verbose = False,
 ) -> None:
     """Run the graceguard controller: notices, protection projection, guarded drains.
@@ -118,6 +129,7 @@ def controller(
         )
     except files.InputError as err:
         raise files.fail(str(err)) from None
+    quiet = _evictor_quiet(evictor_quiet)
     url = ledger_url or ledger_store.DEFAULT_URL
     ledger_option = options.named("ledger_url", "--ledger", ledger_store.ENV)
     process_command.run_process(
@@ -134,6 +146,7 @@ def controller(
             aws=aws,
             window_evictions=window_evictions,
             notify_outbox=notify_outbox,
+            evictor_quiet=quiet,
         ),
         problems={
             ledger_store.LedgerError: lambda err: options.ledger_problem(
@@ -170,6 +183,21 @@ def _checked(
     checked_aws = _aws_options(*aws)
     options.check_listen("--probe-host", probe_host, ports)
     return checked_aws
+
+
+def _evictor_quiet(text: str) -> dt.timedelta:
+    """``--evictor-quiet`` as a period of at least ``MIN_EVICTOR_QUIET`` (else one line, exit 2):
+    shorter, an evictor still retrying could look gone between two sightings."""
+    try:
+        quiet = durations.parse_duration(text)
+    except durations.DurationError as err:
+        raise files.fail(f"--evictor-quiet: {err}") from None
+    if quiet < takeovers.MIN_EVICTOR_QUIET:
+        raise files.fail(
+            f"--evictor-quiet: at least {durations.format_duration(takeovers.MIN_EVICTOR_QUIET)} "
+            f"(the webhook tells the evictor's retries every 10s at most), got {text}"
+        )
+    return quiet
 
 
 def _aws_options(

@@ -142,6 +142,9 @@ class Executor:
             case act.Cordon(node=node, request_id=request_id):
                 await c.cordon(node=node, request_id=request_id)
                 return "cordoned"
+            case act.Uncordon(node=node):
+                await c.uncordon(node=node)
+                return "uncordoned"
             case act.PostNotice(pod=pod, notice=notice, request_id=request_id):
                 # Told (kept in the outbox) before the pod says it: a leader killed in between
                 # leaves a notice the next one sends, never one posted and not sent.

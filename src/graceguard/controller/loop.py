@@ -22,6 +22,7 @@ from graceguard.controller import executor as ex
 from graceguard.controller import metrics as controller_metrics
 from graceguard.controller import ports, rounds
 from graceguard.domain import policy
+from graceguard.engine import takeovers
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +50,7 @@ class Controller:
         on_policy: Callable[[policy.Policy], None] | None = None,
         metrics: controller_metrics.ControllerMetrics | None = None,
         on_lead: Callable[[], Awaitable[None]] | None = None,
+        evictor_quiet: dt.timedelta = takeovers.EVICTOR_QUIET,
     ) -> None:
         self._on_lead = on_lead
         self._took_over = False
@@ -60,7 +62,9 @@ class Controller:
         self._policy_reporter = policy_reporter
         self.health = Health()
         self.metrics = metrics or controller_metrics.ControllerMetrics()
-        self._round = rounds.Round(view=view, executor=executor, observe=self._observe)
+        self._round = rounds.Round(
+            view=view, executor=executor, observe=self._observe, evictor_quiet=evictor_quiet
+        )
 
     async def run(self) -> None:
         await self._view.wait_synced()

@@ -78,6 +78,9 @@ class ClusterWriter(EventPoster, Protocol):
         """Roll the Deployment ``workload`` out with its own strategy: ``graceguard.io/restarted-at:
         at`` written into its pod template (``engine.surge``); ``spec.replicas`` untouched."""
 
+    async def uncordon(self, *, node: str) -> None:
+        """Mark the node schedulable again and remove that note."""
+
     async def hold_node(self, *, node: str, request_id: str | None) -> None:
         """Hold the node for the Disruption ``request_id`` while graceguard drains it, so that
         autoscalers leave it; with ``None``, let it go. How a hold is written on a node is

@@ -20,7 +20,7 @@ from graceguard.controller import executor as ex
 from graceguard.controller import ports
 from graceguard.domain import cluster, disruption, policy
 from graceguard.engine import actions as act
-from graceguard.engine import projection, reconciler
+from graceguard.engine import projection, reconciler, takeovers
 
 _POD_WRITES = (
     act.PostNotice
@@ -32,7 +32,7 @@ _POD_WRITES = (
     | act.RetractProtection
     | act.SetDeletionCost
 )
-_NODE_WRITES = act.Cordon | act.HoldNode
+_NODE_WRITES = act.Cordon | act.Uncordon | act.HoldNode
 _DISRUPTION_WRITES = (
     act.DrainComplete | act.CompleteHold | act.ReportDisruption | act.DeleteDisruption
 )
@@ -84,12 +84,14 @@ class Round:
         observe: Callable[[Done], None] | None = None,
         drainer: str = disruption.CONTROLLER,
         project: bool = True,
+        evictor_quiet: dt.timedelta = takeovers.EVICTOR_QUIET,
     ) -> None:
         """``observe``: called with each round carried out, before its writes are waited for
         (the controller's metrics). ``drainer`` and ``project``: ``reconciler.reconcile``'s (a
         node agent draining its own node plans that node only and projects nothing: the
         controller's protection projection stays the controller's)."""
         self._drainer = drainer
+        self._evictor_quiet = evictor_quiet
         self._project = project
         self._view = view
         self._executor = executor
@@ -134,6 +136,7 @@ class Round:
             rejected=shown.rejected,
             drainer=self._drainer,
             project=self._project,
+            evictor_quiet=self._evictor_quiet,
         )
 
     async def carry_out(self, shown: Shown, result: reconciler.Reconciliation) -> Done:

@@ -39,7 +39,8 @@ period looks gone to the autoscaler); removed, with exactly that annotation, whe
 CORDONED_FOR = "graceguard.io/cordoned-for"
 """On a node: the Disruption for which graceguard cordoned it, written in the same patch as
 ``spec.unschedulable: true`` and only when the node was schedulable, so that the uninstall cleanup
-uncordons exactly graceguard's cordons (``domain.node_cordon``)."""
+uncordons exactly graceguard's cordons (``domain.node_cordon``), and so does a taken-over drain
+that ends without emptying the node (``engine.takeovers``)."""
 BLOCKED_SINCE = "graceguard.io/blocked-since"
 """When a planned eviction was first refused by a budget: the start of the ``pdbMaxWait`` clock."""
 DRAINED_BY = "graceguard.io/drained-by"

@@ -112,6 +112,8 @@ class Node:
     """It carries ``cluster-autoscaler.kubernetes.io/scale-down-disabled: "true"``."""
     held_for: str | None = None
     """The Disruption for which graceguard set that annotation (``graceguard.io/held-for``)."""
+    cordoned_for: str | None = None
+    """The Disruption for which graceguard cordoned it (``graceguard.io/cordoned-for``)."""
 
     @property
     def being_removed(self) -> bool:

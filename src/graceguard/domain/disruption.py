@@ -178,9 +178,15 @@ class DisruptionRequest:
     """Why, in the source's words (shown on the object and in events)."""
     requested_by: str = ""
     """Who asked: the user or ServiceAccount that created it, or whose eviction was taken over."""
+    taken_over: bool = False
+    """Opened by the eviction webhook for an eviction it took over from ``source`` (the
+    evictor): it waits on budgets as that evictor would (``engine.takeovers``)."""
     status: DisruptionStatus | None = dataclasses.field(default=None, compare=False)
     """What its object's status says now (``None``: nothing reported yet); the engine reports a
     new status only when it differs."""
+    evictor_asked_at: dt.datetime | None = dataclasses.field(default=None, compare=False)
+    """A taken-over request: the last time the webhook saw its evictor ask again for a pod it
+    covers (``None``: not since it was opened)."""
     drained_by: str = dataclasses.field(default="", compare=False)
     """The node agent that took the drain of its node over (``graceguard.io/drained-by`` on the
     object), or empty: the controller carries it out (``drainer``)."""

@@ -9,7 +9,9 @@
   projected onto them (and retracted); ``deletion_cost`` the ``pod-deletion-cost`` kept on a
   ReplicaSet's pods with it, so that a scale-in deletes the idle ones first; ``gangs`` how long
   a gang of pods holds its members (the last member's protection).
-- ``admission``: the eviction webhook's answer to an eviction someone else asked for.
+- ``admission``: the eviction webhook's answer to an eviction someone else asked for;
+  ``takeovers`` what a drain it took over may force (never past a budget its evictor would
+  wait on) and when it ends because its evictor gave up.
 - ``audit``: ``graceguard audit``'s checks over what was read from the cluster and AWS.
 
 Pure and deterministic: no I/O, no clock (``now`` is an argument), no memory between calls.

@@ -22,6 +22,17 @@ class PodRef:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Cordon:
+    """``spec.unschedulable``, noting the request it is for (``graceguard.io/cordoned-for``)."""
+
+    node: str
+    request_id: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Uncordon:
+    """Take back the cordon graceguard put on the node for ``request_id``: a taken-over drain
+    that ended without emptying the node (``engine.takeovers``)."""
+
     node: str
     request_id: str
 
@@ -211,6 +222,7 @@ class DeleteDisruption:
 
 Action = (
     Cordon
+    | Uncordon
     | PostNotice
     | WithdrawNotice
     | Evict

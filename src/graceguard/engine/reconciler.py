@@ -23,7 +23,7 @@ from graceguard.domain import (
 )
 from graceguard.domain import gangs as gangs_domain
 from graceguard.engine import actions as act
-from graceguard.engine import decision, index, projection, surge
+from graceguard.engine import decision, index, projection, surge, takeovers
 
 _SEVERITY = {
     disruption.DisruptionClass.FAILED: 0,
@@ -97,6 +97,7 @@ def reconcile(
     finished: Sequence[tuple[str, dt.datetime]] = (),
     rejected: Sequence[disruption.Rejected] = (),
     drainer: str = disruption.CONTROLLER,
+    evictor_quiet: dt.timedelta = takeovers.EVICTOR_QUIET,
 ) -> Reconciliation:
     """Plan every request and (with ``project``) protection across the cluster; report the
     ``rejected`` requests' problems in their status; delete ``finished`` ones (id, when they
@@ -104,7 +105,10 @@ def reconcile(
 
     Only the nodes whose drain ``drainer`` carries out are planned (``disruption.drainer``): the
     controller (the default) leaves a node whose agent took its drain over, and an agent plans
-    its own node only once it took it over. A node left so keeps its requests' hold."""
+    its own node only once it took it over. A node left so keeps its requests' hold.
+
+    ``evictor_quiet``: how long a taken-over evictor may ask nothing before its drain, waiting
+    only on budgets, ends (``engine.takeovers``)."""
     idx = snapshot if isinstance(snapshot, index.ClusterIndex) else index.build(snapshot, pol)
     reader = reader or projection.ProtectionReader.of(pol)
     reader.see_namespaces(idx.snapshot.namespaces)  # protect[].namespaceSelector
@@ -143,6 +147,7 @@ def reconcile(
             allowances=allowances,
             companions=companions[node],
             surges=surges,
+            evictor_quiet=evictor_quiet,
         )
         out.extend(node_actions)
         plans.extend(node_plans)
@@ -201,6 +206,7 @@ def plan_node(
     allowances: budgets.Allowances | None = None,
     companions: Sequence[cluster.Pod] = (),
     surges: surge.Surges | None = None,
+    evictor_quiet: dt.timedelta = takeovers.EVICTOR_QUIET,
 ) -> tuple[list[act.Action], list[PodPlan], dt.datetime | None]:
     """Plan the pods of one node for the requests open on it (the most urgent one leads the
     node: its cordon, hold, deadline and phases), each pod for the request that covers it
@@ -215,6 +221,7 @@ def plan_node(
         allowances=allowances if allowances is not None else budgets.Allowances({}, {}),
         companions=companions,
         surges=surges if surges is not None else surge.Surges(idx.snapshot),
+        evictor_quiet=evictor_quiet,
     )
     planner.plan()
     return planner.out, planner.plans, planner.wake.at
@@ -242,9 +249,11 @@ class _NodePlanner:
         allowances: budgets.Allowances,
         companions: Sequence[cluster.Pod] = (),
         surges: surge.Surges,
+        evictor_quiet: dt.timedelta = takeovers.EVICTOR_QUIET,
     ) -> None:
         self.idx = idx
         self.surges = surges
+        self.evictor_quiet = evictor_quiet
         self.companions = companions
         self.companion_keys = frozenset(p.key for p in companions)
         # One request per node is the common case: nothing to order.
@@ -300,6 +309,7 @@ class _NodePlanner:
         phase_end = _phase_ends(by_phase, self.deadline) if self.deadline is not None else {}
         for k in sorted(by_phase):
             self._plan_phase(k, by_phase[k], phase_end.get(k))
+        self._end_given_up(node)
         self._complete(live)
         self._keep_holds()
         self._report_progress(live)
@@ -335,6 +345,8 @@ class _NodePlanner:
                 phase, why = disruption.Phase.HELD, f"holding the node for {r.source}"
             else:
                 phase, why = disruption.Phase.DRAINING, ""
+            if phase is disruption.Phase.DRAINING and self._waits_on_budget(r):
+                why = takeovers.waiting(r, quiet=self.evictor_quiet)
             if r is self.lead and self.short and phase is not disruption.Phase.DEADLINE_EXCEEDED:
                 exceeded = f"DeadlineExceeded: {'; '.join(self.short)}"
                 why = f"{why}; {exceeded}" if why else exceeded
@@ -505,11 +517,13 @@ class _NodePlanner:
             out.append(act.Evict(ref, pod.grace_seconds, request.source, request.id, window))
             return PlanStatus.EVICTING, None, ()
         since = _blocked_since(pod) or now
-        force_at = since + self.pol.pdb_max_wait
-        if d.latest is not None:
-            force_at = min(force_at, d.latest)
+        waits = not takeovers.forces_past_budget(request)
+        max_wait = None if waits else since + self.pol.pdb_max_wait
+        force_at = _earliest(max_wait, d.latest)
+        if waits:
+            refusal = f"{refusal}; {takeovers.waiting(request, quiet=self.evictor_quiet)}"
         blocker = decision.Blocker("budget", refusal, force_at)
-        if now < force_at:
+        if force_at is None or now < force_at:
             if _blocked_since(pod) is None:
                 out.append(act.MarkBlocked(ref, now, refusal, force_at, request.id))
             self.wake.at_least(force_at, now)
@@ -519,7 +533,7 @@ class _NodePlanner:
         why = (
             f"blocked since {times.format_time(since)} for pdbMaxWait "
             f"{durations.format_duration(self.pol.pdb_max_wait)}: {refusal}"
-            if force_at == since + self.pol.pdb_max_wait
+            if force_at == max_wait
             else f"the node goes at {_format_opt(request.effective_deadline)}: {refusal}"
         )
         if d.deadline_exceeded:
@@ -552,11 +566,51 @@ class _NodePlanner:
         self.wake.at_least(gate.until, self.now)
         return decision.Blocker("surge", gate.message, gate.until)
 
+    def _waits_on_budget(self, r: disruption.DisruptionRequest) -> bool:
+        """A pod planned for taken-over ``r`` waits on a budget it is not forced past."""
+        return not takeovers.forces_past_budget(r) and any(
+            p.request_id == r.id and _on_budget(p) for p in self.plans
+        )
+
+    def _end_given_up(self, node: cluster.Node | None) -> None:
+        """End the taken-over requests whose evictor gave up while only budgets hold their pods
+        (``takeovers.given_up``): Cancelled with why; the cordon graceguard put on the node for
+        one taken back, and the node's hold once every request on it ended."""
+        for r in self.requests:
+            if not r.taken_over or takeovers.forces_past_budget(r):
+                continue
+            mine = [p for p in self.plans if p.request_id == r.id]
+            waiting = [p.pod.key for p in mine if _on_budget(p)]
+            if not takeovers.given_up(
+                r,
+                budget_waits=len(waiting),
+                others=len(mine) - len(waiting),
+                now=self.now,
+                quiet=self.evictor_quiet,
+            ):
+                if waiting:
+                    self.wake.at_least(takeovers.gives_up_at(r, quiet=self.evictor_quiet), self.now)
+                continue
+            self.completed.add(r.id)
+            message = takeovers.ended_message(r, pods=waiting, quiet=self.evictor_quiet)
+            status = disruption.DisruptionStatus(
+                disruption.Phase.CANCELLED, completed_at=self.now, message=message
+            )
+            self.out.append(act.ReportDisruption(r.id, r.node, status))
+            if node is not None and node.unschedulable and node.cordoned_for == r.id:
+                self.out.append(act.Uncordon(self.node, r.id))
+        if (
+            node is not None
+            and node.held_for is not None
+            and self.completed >= {r.id for r in self.requests}
+        ):
+            self.out.append(act.HoldNode(self.node, None))
+
     def _complete(self, live: list[cluster.Pod]) -> None:
         """Requests whose pods are all gone are done: a pod request once its pod is, the others
         once every pod they cover is."""
         for r in self.requests:
-            if not any(r.covers(p) for p in live):
+            if r.id not in self.completed and not any(r.covers(p) for p in live):
                 self.completed.add(r.id)
                 self.out.append(
                     act.CompleteHold(r.id, r.node, r.hold)
@@ -621,6 +675,20 @@ def _used(snapshot: cluster.Snapshot, pod: cluster.Pod) -> frozenset[dt.datetime
         return _NONE_USED
     used = snapshot.window_evictions.get(pod.key)
     return frozenset((used,)) if used is not None else _NONE_USED
+
+
+def _on_budget(plan: PodPlan) -> bool:
+    """``plan``'s pod is due and waits on a budget (no other blocker)."""
+    return (
+        plan.status is PlanStatus.BLOCKED
+        and bool(plan.blocked_by)
+        and plan.blocked_by[-1].rule == "budget"
+    )
+
+
+def _earliest(*found: dt.datetime | None) -> dt.datetime | None:
+    known = [t for t in found if t is not None]
+    return min(known) if known else None
 
 
 def _blocked_since(pod: cluster.Pod) -> dt.datetime | None:

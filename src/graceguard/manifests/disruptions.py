@@ -151,9 +151,17 @@ def request_from_object(doc: object) -> disruption.DisruptionRequest:
         pod=pod,
         reason=_text(spec, "reason"),
         requested_by=_text(spec, "requestedBy"),
+        taken_over=_flag(spec, "takenOver"),
         status=status_from_object(status),
         drained_by=drained_by(meta),
     )
+
+
+def _flag(spec: Mapping[str, Any], key: str) -> bool:
+    value = spec.get(key, False)
+    if not isinstance(value, bool):
+        raise ManifestError(f"spec.{key}", f"expected true or false, got {value!r}")
+    return value
 
 
 def drained_by(meta: Mapping[str, Any]) -> str:
@@ -318,6 +326,8 @@ def object_for(request: disruption.DisruptionRequest) -> dict[str, Any]:
         spec["reason"] = request.reason
     if request.requested_by:
         spec["requestedBy"] = request.requested_by
+    if request.taken_over:
+        spec["takenOver"] = True
     if request.hold is not None:
         spec["hold"] = hold_spec(request.hold)
     return {

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from graceguard.domain import annotations as ann
-from graceguard.domain import cluster, intorpercent, node_hold, rollouts
+from graceguard.domain import cluster, intorpercent, node_cordon, node_hold, rollouts
 from graceguard.manifests.errors import ManifestError
 from graceguard.manifests.pods import mapping, string_map
 
@@ -53,6 +53,7 @@ def node_from_manifest(doc: object) -> cluster.Node:
         ),
         scale_down_disabled=scale_down_disabled,
         held_for=held_for,
+        cordoned_for=node_cordon.cordoned_for(annotations),
     )
 
 

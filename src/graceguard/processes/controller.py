@@ -32,6 +32,7 @@ from graceguard.controller import (
     recording,
     window_memory,
 )
+from graceguard.engine import takeovers
 from graceguard.processes import aws as aws_wiring
 from graceguard.processes import supervisor
 
@@ -54,6 +55,7 @@ async def run(
     aws: aws_wiring.AwsOptions | None = None,
     window_evictions: str | None = None,
     notify_outbox: str | None = None,
+    evictor_quiet: dt.timedelta = takeovers.EVICTOR_QUIET,
 ) -> None:
     """Run the controller until a task fails (or it is cancelled). ``LedgerError`` when the
     ledger cannot be opened, ``KubeError`` when the kubeconfig cannot be loaded.
@@ -116,6 +118,7 @@ async def run(
         await notifier.take_over()
 
     runner = loop.Controller(
+        evictor_quiet=evictor_quiet,
         view=cluster_view,
         leadership=elector,
         executor=runs,
@@ -178,6 +181,7 @@ def _observed_view(
         client,
         on_pod_event=lambda kind, raw: observer.on_pod(kind, raw),  # noqa: PLW0108
         on_event=lambda kind, raw: observer.on_event(kind, raw),  # noqa: PLW0108
+        sightings=True,
     )
     observer = recording.TerminationObserver(
         actions=ledger.actions,

@@ -75,9 +75,11 @@ async def run(
         if controller_lease_at is not None
         else None
     )
+    events = writer.LightkubeWriter(client, instance=identity, component=COMPONENT)
     service = AdmissionService(
         state=state,
-        events=writer.LightkubeWriter(client, instance=identity, component=COMPONENT),
+        events=events,
+        sightings=events,
         denials=denials,
         opener=disruptions.DisruptionStore(client),
         controller=presence,

@@ -11,6 +11,7 @@ answers exactly what it does in a cluster.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import uuid
@@ -74,6 +75,12 @@ class SimAdmission:
             return False
         self._world.requests.open(OpenRequest(request, _no_release), self._world.now)
         return True
+
+    async def evictor_asked(self, *, request_id: str, source: str, pod: str) -> None:
+        """``webhook.ports.EvictorSightings``: the open request notes when its evictor asked."""
+        found = self._world.requests.get(request_id)
+        if found is not None:
+            found.request = dataclasses.replace(found.request, evictor_asked_at=self._world.now)
 
 
 def _no_release(_at: dt.datetime) -> None:

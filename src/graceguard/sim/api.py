@@ -15,7 +15,7 @@ import datetime as dt
 import operator
 from typing import TYPE_CHECKING
 
-from graceguard.domain import budgets, cluster, node_hold, rollouts
+from graceguard.domain import budgets, cluster, node_cordon, node_hold, rollouts
 from graceguard.sim.pods import SimNode, SimPod
 from graceguard.sim.ports import Refusal, Webhook
 
@@ -101,6 +101,7 @@ class ApiServer:
             unschedulable=node.cordoned,
             scale_down_disabled=scale_down_disabled,
             held_for=held_for,
+            cordoned_for=node_cordon.cordoned_for(node.annotations),
         )
 
     def kube_pod(self, pod: SimPod) -> cluster.Pod:

@@ -16,6 +16,7 @@ import dataclasses
 import datetime as dt
 
 from graceguard.controller import ports
+from graceguard.domain import annotations as ann
 from graceguard.domain import cluster, disruption, node_hold, notices, pod_writes
 from graceguard.engine import actions as act
 from graceguard.sim.marks import MarkKind
@@ -115,8 +116,18 @@ class SimCluster:
         return True
 
     async def cordon(self, *, node: str, request_id: str) -> None:
-        del request_id  # the simulator's fleet records who cordoned, not for what
-        if self.world.fleet.cordon(node, self.world.now, GRACEGUARD):
+        found = self.world.nodes.get(node)
+        if self.world.fleet.cordon(node, self.world.now, GRACEGUARD) and found is not None:
+            found.annotations = {**found.annotations, ann.CORDONED_FOR: request_id}
+            self.changes += 1
+
+    async def uncordon(self, *, node: str) -> None:
+        found = self.world.nodes.get(node)
+        if self.world.fleet.uncordon(node, self.world.now, "graceguard: its takeover ended"):
+            if found is not None:
+                found.annotations = {
+                    k: v for k, v in found.annotations.items() if k != ann.CORDONED_FOR
+                }
             self.changes += 1
 
     async def roll_out(self, *, workload: cluster.WorkloadRef, at: dt.datetime) -> None:
@@ -158,6 +169,10 @@ class SimCluster:
             return ports.StatusWrite.GONE
         if _finished(found.request):
             return ports.StatusWrite.CHANGED
+        if status.phase.finished:  # a taken-over drain ended (engine.takeovers)
+            if self.world.requests.release(request_id, self.world.now, status.message):
+                self.changes += 1
+            return ports.StatusWrite.WRITTEN
         found.request = dataclasses.replace(found.request, status=status)
         return ports.StatusWrite.WRITTEN
 

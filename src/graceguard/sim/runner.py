@@ -80,6 +80,7 @@ def install_graceguard(world: World, loop: EventLoop) -> Controller:
         events=cluster,
         denials=ledger,
         opener=state,
+        sightings=state,
         trusted=frozenset(),
         failure_policy=service.FailurePolicy.FAIL,
         clock=lambda: world.now,

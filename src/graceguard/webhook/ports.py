@@ -55,6 +55,13 @@ class EventPort(Protocol):
     ) -> None: ...
 
 
+class EvictorSightings(Protocol):
+    """Tells the controller that the evictor of a Disruption taken over from it asked again
+    (``engine.takeovers``: a taken-over drain ends once its evictor has given up)."""
+
+    async def evictor_asked(self, *, request_id: str, source: str, pod: str) -> None: ...
+
+
 class DenialLedger(Protocol):
     async def record_denial(self, rec: ledger.DenialRecord) -> bool: ...
 

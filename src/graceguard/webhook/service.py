@@ -25,6 +25,10 @@ cluster facts, knows who graceguard is, and reports.
   in the same minute derive the same name, so the second one's create finds the first's object.
   Opening runs in the background (``DisruptionOpener``), like reporting; a ``dryRun`` eviction
   opens nothing.
+* **The evictor still asking.** Each real eviction of a pod that a Disruption taken over from
+  the same evictor covers is told to the controller (``EvictorSightings``, at most every
+  ``ASKED_EVERY`` per Disruption and replica): a taken-over drain that only budgets hold ends
+  once its evictor has stopped asking (``engine.takeovers``).
 * **When it cannot decide** (cache not synced, the pod not readable, a review naming no pod, a
   bug), it answers per ``failure_policy``, the same knob as the ValidatingWebhookConfiguration's:
   ``Fail`` refuses (429 for what may pass, so evictors retry; 400 for a malformed review),
@@ -60,6 +64,9 @@ REQUESTED_BY_MAX = 512
 """The longest ``spec.requestedBy`` the Disruption CRD takes."""
 JOIN_FOR = dt.timedelta(minutes=2)
 """How long a takeover this replica opened is joined without looking at the cache."""
+ASKED_EVERY = dt.timedelta(seconds=10)
+"""How often at most a replica tells the controller that a taken-over Disruption's evictor asked
+again (``EvictorSightings``): well within the controller's ``--evictor-quiet`` (30 s at least)."""
 
 
 LEADERLESS = (
@@ -97,6 +104,7 @@ class AdmissionService:
         events: ports.EventPort | None,
         denials: ports.DenialLedger | None,
         opener: ports.DisruptionOpener | None = None,
+        sightings: ports.EvictorSightings | None = None,
         controller: ports.ControllerPresence | None = None,
         trusted: frozenset[str],
         failure_policy: FailurePolicy,
@@ -110,6 +118,9 @@ class AdmissionService:
         self._events = events
         self._denials = denials
         self._opener = opener
+        self._sightings = sightings
+        self._asked: dict[str, dt.datetime] = {}
+        """Taken-over Disruption -> when this replica last told that its evictor asked."""
         self._controller = controller
         self._opened: dict[str, dt.datetime] = {}
         """Node (or pod key, for a pod disruption) -> when this replica opened a takeover for it."""
@@ -228,6 +239,8 @@ class AdmissionService:
         eviction counted against its floor, a refusal reported."""
         if verdict.takeover is not None:
             self._take_over(rev, pod, verdict, now)
+        if self._sightings is not None and pod.node and verdict.rule is not admission.Rule.TRUSTED:
+            self._note_asked(pod, verdict.source, now)
         if not verdict.allowed:
             self._report(rev, pod, verdict, now)
         elif floor is not None and pod.healthy:
@@ -308,9 +321,34 @@ class AdmissionService:
             pod=pod_key,
             reason=f"eviction of {pod.key} by {verdict.source} taken over by graceguard",
             requested_by=rev.username[:REQUESTED_BY_MAX],
+            taken_over=True,
         )
         self._opened[key] = now
         self._background(self._open(request, key, verdict.source))
+
+    def _note_asked(self, pod: cluster.Pod, source: str, now: dt.datetime) -> None:
+        """Tell the controller that ``source`` asked again for ``pod``, for each Disruption
+        taken over from it that covers the pod (at most every ``ASKED_EVERY``)."""
+        assert pod.node is not None
+        for r in self._state.open_disruptions(pod.node):
+            if not r.taken_over or r.source != source or not r.covers(pod):
+                continue
+            last = self._asked.get(r.id)
+            if last is not None and now - last < ASKED_EVERY:
+                continue
+            if len(self._asked) > 10_000:
+                self._asked = {k: at for k, at in self._asked.items() if now - at < ASKED_EVERY}
+            self._asked[r.id] = now
+            self._background(self._tell_asked(r.id, source, pod.key))
+
+    async def _tell_asked(self, request_id: str, source: str, pod: str) -> None:
+        if self._sightings is None:
+            return
+        try:
+            await self._sightings.evictor_asked(request_id=request_id, source=source, pod=pod)
+        except Exception as err:
+            log.warning("cannot tell that %s asked again (%s): %s", source, request_id, err)
+            self._asked.pop(request_id, None)
 
     def _open_already(self, key: str, pod: cluster.Pod, now: dt.datetime) -> bool:
         """A takeover this replica opened for ``key`` lately, or one open on the pod's node that

@@ -18,7 +18,8 @@
   views' informer on them is its ``watch``); ``drains``: ``graceguard drain`` and ``graceguard
   plan`` (open, follow, load the cluster once); ``interruptions``: the Kubernetes side of the AWS
   holds (which node an instance is); ``deadlines``: the deadlines nodes and Karpenter's NodeClaims
-  announce (``controller.ports.Announcements``).
+  announce (``controller.ports.Announcements``); ``sightings``: the webhook telling the
+  controller that a taken-over drain's evictor still asks (an event on the Disruption).
 - ``lease``: leader election on a Lease; ``state_map``: a ConfigMap's data as the
   controller's ``KeyValues`` (window evictions and the notify outbox a new leader reads);
   ``node_agent``: what one node's agent reads and writes; ``node_view``: its node read afresh

@@ -21,6 +21,7 @@ import lightkube
 
 from graceguard.adapters.kube import disruptions as kube_disruptions
 from graceguard.adapters.kube import resources
+from graceguard.adapters.kube import sightings as kube_sightings
 from graceguard.adapters.kube.informer import Informer, RawHook
 from graceguard.domain import annotations as ann
 from graceguard.domain import cluster, disruption, gangs, policy
@@ -142,8 +143,12 @@ class ClusterView:
         *,
         on_pod_event: RawHook | None = None,
         on_event: RawHook | None = None,
+        sightings: bool = False,
     ) -> None:
+        """``sightings``: watch the webhook's ``EvictionRequested`` events (the controller), so
+        that each taken-over request carries when its evictor last asked."""
         self.changed = asyncio.Event()
+        self.sightings = kube_sightings.watch(client) if sightings else None
         self.events: Informer[None] | None = None
         if on_event is not None:
             self.events = Informer(
@@ -221,6 +226,8 @@ class ClusterView:
             self.policies,
             self.disruptions,
         )
+        if self.sightings is not None:
+            found = (*found, self.sightings)
         return found if self.events is None else (*found, self.events)
 
     async def load_once(self) -> None:
@@ -274,8 +281,18 @@ class ClusterView:
         )
 
     def requests(self) -> list[disruption.DisruptionRequest]:
-        """The open disruptions (not Done or Cancelled), each with the status it reports now."""
-        return [e.request for e in self.disruptions.store.values() if e.request is not None]
+        """The open disruptions (not Done or Cancelled), each with the status it reports now
+        and, taken over, when its evictor last asked (``sightings``)."""
+        found = [e.request for e in self.disruptions.store.values() if e.request is not None]
+        if self.sightings is None or not any(r.taken_over for r in found):
+            return found
+        asked = kube_sightings.latest(self.sightings.store.values())
+        return [
+            dataclasses.replace(r, evictor_asked_at=asked[r.id])
+            if r.taken_over and r.id in asked
+            else r
+            for r in found
+        ]
 
     def finished(self) -> list[tuple[str, dt.datetime]]:
         """The Done and Cancelled disruptions, with when they finished."""

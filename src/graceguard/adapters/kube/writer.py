@@ -24,11 +24,11 @@ from lightkube.resources.apps_v1 import Deployment
 from lightkube.resources.core_v1 import Node, Pod
 from lightkube.types import PatchType
 
-from graceguard.adapters.kube import cordons, events
+from graceguard.adapters.kube import cordons, events, sightings
 from graceguard.adapters.kube import disruptions as kube_disruptions
 from graceguard.controller import ports
 from graceguard.domain import annotations as ann
-from graceguard.domain import cluster, disruption, node_hold, pod_writes, times
+from graceguard.domain import cluster, disruption, node_cordon, node_hold, pod_writes, times
 from graceguard.engine import actions as act
 
 log = logging.getLogger(__name__)
@@ -63,6 +63,19 @@ class LightkubeWriter:
                 source={"component": COMPONENT},
                 reporting_component=self._component,
                 reporting_instance=self._instance,
+            )
+        )
+
+    async def evictor_asked(self, *, request_id: str, source: str, pod: str) -> None:
+        """``webhook.ports.EvictorSightings``: an ``EvictionRequested`` event on the Disruption
+        (``sightings``)."""
+        await self._client.create(
+            sightings.event(
+                request_id=request_id,
+                source=source,
+                pod=pod,
+                component=self._component,
+                instance=self._instance,
             )
         )
 
@@ -150,6 +163,17 @@ class LightkubeWriter:
         except ApiError as err:
             if err.status.code != 404:
                 raise
+
+    async def uncordon(self, *, node: str) -> None:
+        """``spec.unschedulable`` and graceguard's mark removed, in one merge patch (the engine
+        asks only for a node its mark names: ``engine.takeovers``)."""
+        changes = node_cordon.annotation_changes(request_id=None)
+        await self._client.patch(
+            Node,
+            node,
+            {"spec": {"unschedulable": None}, "metadata": {"annotations": changes}},
+            patch_type=PatchType.MERGE,
+        )
 
     async def hold_node(self, *, node: str, request_id: str | None) -> None:
         """The annotations ``node_hold`` maps the hold for ``request_id`` to (``None``: let
