@@ -497,7 +497,7 @@ def test_a_value_is_either_used_or_warned(annotations: dict[str, str], limits: L
             (name == ann.PROTECT and norm == "false")
             or (name == ann.CA_SAFE_TO_EVICT and norm == "true")
             or (name == ann.KARPENTER_DO_NOT_DISRUPT and norm == "false")
-            or name == ann.NOTICE
+            or name in {ann.NOTICE, ann.MAX_RUNTIME}  # a notice lead, a deadline: no protection
             # lifted by idle (busy: "false"): read, but protects nothing
             or (
                 relevant.get(ann.BUSY, "").strip().lower() == "false"

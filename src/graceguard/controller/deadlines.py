@@ -14,6 +14,11 @@ deadline already passed opens nothing (the node is going or gone: the ledger rec
 name is derived from the announcer, the node and the deadline's minute, so every round and every
 replica opens one object (409: joined). A value that cannot be read is logged once per value,
 naming the field; it opens nothing. Only the leader opens.
+
+A pod's own deadline, its maximum running time (``graceguard.io/max-runtime``), is opened the
+same way as a pod ``Disruption`` (source ``max-runtime``) its notice lead before the eviction
+time (``domain.deadlines.from_max_runtime``); the source wakes for the next one due rather than
+at its next poll, so the notice is on time.
 """
 
 from __future__ import annotations
@@ -26,7 +31,8 @@ from collections import defaultdict
 from collections.abc import Callable
 
 from graceguard.controller import ports
-from graceguard.domain import cluster, deadlines
+from graceguard.domain import annotations as ann
+from graceguard.domain import cluster, deadlines, protection
 from graceguard.manifests import disruptions as dis_manifests
 
 log = logging.getLogger(__name__)
@@ -52,6 +58,8 @@ class DeadlineSource:
         self._clock = clock
         self._opened: set[str] = set()
         self._said: set[str] = set()
+        self._next_pod: dt.datetime | None = None
+        """When the next pod's maximum running time comes within its notice lead."""
 
     async def run(self) -> None:
         await self._view.wait_synced()
@@ -62,15 +70,25 @@ class DeadlineSource:
                     await self.open_due()
                 except Exception as err:  # the next pass tries again
                     log.warning("node deadlines: %s; trying again", err)
+            wait = POLL
+            if self._next_pod is not None:
+                wait = max(dt.timedelta(0), min(wait, self._next_pod - self._clock()))
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(
-                    self._announcements.changed.wait(), timeout=POLL.total_seconds()
+                    self._announcements.changed.wait(), timeout=wait.total_seconds()
                 )
+
+    @property
+    def next_pod(self) -> dt.datetime | None:
+        """When the next pod's maximum running time comes within its notice lead (the last
+        pass's answer; ``None``: none ahead)."""
+        return self._next_pod
 
     async def open_due(self) -> list[str]:
         """Open the Disruption of every node whose earliest deadline is within reach now; the
         names opened or joined in this pass."""
         now = self._clock()
+        done = await self._open_pods_due(now)
         by_node: dict[str, list[deadlines.NodeDeadline]] = defaultdict(list)
         for found in self._announcements.announced():
             if isinstance(found, deadlines.Problem):
@@ -78,13 +96,12 @@ class DeadlineSource:
             else:
                 by_node[found.node].append(found)
         if not by_node:
-            return []
+            return done
         pol = self._view.policy()[0]
         pods_by_node: dict[str | None, list[cluster.Pod]] = defaultdict(list)
         for pod in self._view.snapshot().pods:
             if pod.node in by_node:
                 pods_by_node[pod.node].append(pod)
-        done: list[str] = []
         for node, announced in sorted(by_node.items()):
             deadline = deadlines.earliest(announced)
             assert deadline is not None
@@ -106,6 +123,48 @@ class DeadlineSource:
                 node,
                 deadline.at.isoformat(),
                 deadline.announcer.value,
+                name,
+                "opened" if opened else "joined",
+            )
+            done.append(name)
+        return done
+
+    async def _open_pods_due(self, now: dt.datetime) -> list[str]:
+        """Open the pod Disruption of every pod whose maximum running time
+        (``graceguard.io/max-runtime``) comes within its notice lead now; note when the next
+        one does (``_next_pod``)."""
+        self._next_pod = None
+        pol = self._view.policy()[0]
+        done: list[str] = []
+        for pod in self._view.snapshot().pods:
+            if ann.MAX_RUNTIME not in pod.annotations:
+                continue
+            spec = protection.read_protection_spec(
+                protection.relevant_items(pod.annotations), pol.limits
+            )
+            deadline = deadlines.from_max_runtime(pod, spec)
+            if deadline is None or now >= deadline.evict_at + deadline.grace:
+                continue
+            opens = deadlines.pod_opens_at(deadline, notice_lead=spec.notice_lead)
+            if now < opens:
+                if self._next_pod is None or opens < self._next_pod:
+                    self._next_pod = opens
+                continue
+            name = dis_manifests.request_name(
+                source=deadlines.MAX_RUNTIME_SOURCE,
+                node=deadline.node,
+                pod=deadline.pod,
+                at=deadline.evict_at,
+            )
+            if name in self._opened:
+                continue
+            request = deadlines.pod_request_for(deadline, now=now, name=name)
+            opened = await self._disruptions.open_disruption(request)
+            self._opened.add(name)
+            log.info(
+                "pod %s reaches its max-runtime at %s: Disruption %s %s",
+                deadline.pod,
+                deadline.evict_at.isoformat(),
                 name,
                 "opened" if opened else "joined",
             )

@@ -10,6 +10,9 @@ MIN_RUNTIME = "graceguard.io/min-runtime"
 BUSY = "graceguard.io/busy"
 NOTICE = "graceguard.io/notice"
 MIN_AVAILABLE = "graceguard.io/min-available"
+MAX_RUNTIME = "graceguard.io/max-runtime"
+"""A pod's maximum running time (ACS's task instances): evicted at its start + this, with notice
+(``domain.deadlines.from_max_runtime``)."""
 
 # Equivalents other tools already define.
 CA_SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"
@@ -74,9 +77,10 @@ PROTECTION_INPUTS = frozenset(
         CA_SAFE_TO_EVICT,
         KARPENTER_DO_NOT_DISRUPT,
         ACS_ENSURE_RUNNING,
+        MAX_RUNTIME,
     }
 )
-"""Every pod annotation that changes a pod's protection or notice."""
+"""Every pod annotation that changes a pod's protection, notice or maximum running time."""
 
 WATCHED = PROTECTION_INPUTS | {PROJECTED}
 """The annotations that make a pod worth a look when projecting protection."""

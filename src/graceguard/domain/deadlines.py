@@ -16,7 +16,17 @@ Three announcements are read, each as its publisher writes it:
   first such time in the message is the deadline. Without a time it announces no deadline.
 
 ``request_for`` turns the earliest deadline of a node into the ``Disruption`` request the
-controller opens (``controller.deadlines``). Pure values and rules: no I/O, no clock.
+controller opens (``controller.deadlines``).
+
+A pod's own deadline is its maximum running time, ``graceguard.io/max-runtime`` (ACS's task
+instances: 24 h, a notice 10 minutes ahead, then evicted): the pod is evicted at its
+``status.startTime`` + that, after its notice lead (``from_max_runtime``, ``pod_request_for``),
+as a pod ``Disruption`` of the imminent class from source ``max-runtime``: budgets apply as for
+any imminent disruption (a pod still blocked at its time is deleted past them), maintenance
+windows do not. The value is read as the other duration annotations are (``protection``: a bad
+one is an ``InvalidAnnotation`` warning and ignored; over ``maxProtection`` it is clamped).
+
+Pure values and rules: no I/O, no clock.
 """
 
 from __future__ import annotations
@@ -27,7 +37,8 @@ import enum
 import re
 from collections.abc import Iterable
 
-from graceguard.domain import cluster, disruption, phases, times
+from graceguard.domain import annotations as ann
+from graceguard.domain import cluster, disruption, phases, protection, times
 
 EXPIRES_AT = "graceguard.io/expires-at"
 KARPENTER_TERMINATION = "karpenter.sh/nodeclaim-termination-timestamp"
@@ -38,6 +49,10 @@ MARGIN = dt.timedelta(seconds=5)
 before the margin has a deletion time at or before the deadline even when graceguard's round runs
 a few seconds late, so Karpenter (which deletes a pod whose grace would run past the deadline)
 never finds one to delete."""
+
+
+MAX_RUNTIME_SOURCE = "max-runtime"
+"""The source of a pod's own deadline (``graceguard.io/max-runtime``)."""
 
 
 class Announcer(enum.StrEnum):
@@ -167,4 +182,56 @@ def request_for(
         deadline=deadline.at - MARGIN,
         reason=f"{deadline.reason}; graceguard plans {MARGIN.seconds}s ahead of it",
         requested_by=deadline.announcer.value,
+    )
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PodDeadline:
+    """A pod's maximum running time: evicted at ``evict_at``, its grace after that."""
+
+    pod: str
+    """``namespace/name``."""
+    node: str
+    evict_at: dt.datetime
+    grace: dt.timedelta
+    reason: str
+
+
+def from_max_runtime(pod: cluster.Pod, spec: protection.ProtectionSpec) -> PodDeadline | None:
+    """``pod``'s ``graceguard.io/max-runtime`` deadline (``spec``: its annotations read), counted
+    from its ``status.startTime``; ``None`` when it has none, has not started, or is on its
+    way out already."""
+    if spec.max_runtime is None or pod.start_time is None or not pod.node:
+        return None
+    if pod.finished or pod.terminating:
+        return None
+    evict_at = pod.start_time + spec.max_runtime
+    reason = (
+        f"{ann.MAX_RUNTIME}={pod.annotations.get(ann.MAX_RUNTIME, '')}: started "
+        f"{times.format_time(pod.start_time)}, evicted at {times.format_time(evict_at)}"
+    )
+    return PodDeadline(pod.key, pod.node, evict_at, pod.grace, reason)
+
+
+def pod_opens_at(deadline: PodDeadline, *, notice_lead: dt.timedelta) -> dt.datetime:
+    """When graceguard opens the pod's disruption: its notice lead before its eviction."""
+    return deadline.evict_at - notice_lead
+
+
+def pod_request_for(
+    deadline: PodDeadline, *, now: dt.datetime, name: str
+) -> disruption.DisruptionRequest:
+    """The imminent pod ``Disruption`` request for ``deadline``: its deadline is the eviction
+    time plus the pod's grace, so the last moment to ask the pod to stop is ``evict_at``."""
+    return disruption.DisruptionRequest(
+        id=name,
+        node=deadline.node,
+        source=MAX_RUNTIME_SOURCE,
+        disruption_class=disruption.DisruptionClass.IMMINENT,
+        requested_at=min(now, deadline.evict_at),
+        deadline=deadline.evict_at + max(deadline.grace, dt.timedelta(seconds=1)),
+        scope=disruption.Scope.POD,
+        pod=deadline.pod,
+        reason=deadline.reason,
+        requested_by=MAX_RUNTIME_SOURCE,
     )

@@ -122,6 +122,9 @@ class ProtectionSpec:
     offsets: tuple[Offset, ...]
     notice_lead: dt.timedelta
     warnings: tuple[AnnotationWarning, ...]
+    max_runtime: dt.timedelta | None = None
+    """``graceguard.io/max-runtime``: evicted at its start + this (``deadlines.from_max_runtime``);
+    clamped to ``maxProtection``."""
 
     def until(self, start_time: dt.datetime | None, now: dt.datetime) -> dt.datetime | None:
         """When the protection ends for a pod started at ``start_time`` (``None``: unprotected)."""
@@ -313,7 +316,18 @@ def read_protection_spec(  # noqa: C901, PLR0912 - one step per row of DESIGN.md
         if lead is not None:
             notice_lead = lead
 
-    return ProtectionSpec(tuple(offsets), notice_lead, tuple(warnings))
+    max_runtime: dt.timedelta | None = None
+    raw_max = values.get(ann.MAX_RUNTIME)
+    if raw_max is not None:
+        max_runtime = _duration(
+            ann.MAX_RUNTIME,
+            raw_max,
+            cap=limits.max_protection,
+            cap_name="maxProtection",
+            warnings=warnings,
+        )
+
+    return ProtectionSpec(tuple(offsets), notice_lead, tuple(warnings), max_runtime)
 
 
 def read_protection(
