@@ -142,3 +142,15 @@ def test_the_duration_form_is_left_to_karpenter_and_projected_to_the_autoscaler(
     assert r.actions == (
         act.RetractProtection(act.PodRef("ns", "a", "a"), (ann.CA_SAFE_TO_EVICT,)),
     )
+
+
+@pytest.mark.parametrize("value", ["TRUE", "True", " true", "true ", " 5m", "15m "])
+def test_a_value_karpenter_ignores_is_warned_and_protects_nothing(value: str) -> None:
+    """Go's ``time.ParseDuration`` takes no spaces and Karpenter compares with ``"true"`` as
+    written: it ignores these values (its ``InvalidDoNotDisruptAnnotation`` event), so graceguard
+    does not protect the pod for them either, and says why."""
+    p = _read(Case(value, MINUTE, False))
+    assert p.protected_until is None and not p.active(NOW)
+    (warning,) = p.warnings
+    assert warning.annotation == ann.KARPENTER_DO_NOT_DISRUPT and warning.value == value
+    assert "Karpenter reads only" in warning.problem

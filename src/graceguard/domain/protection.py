@@ -250,27 +250,9 @@ def read_protection_spec(  # noqa: C901, PLR0912 - one step per row of DESIGN.md
         if _flag(values, name, protects=protects, warnings=warnings):
             until_completion.append(Offset(Rule.PROTECT, name, values[name], limits.max_protection))
 
-    karpenter = values.get(ann.KARPENTER_DO_NOT_DISRUPT)
+    karpenter = _do_not_disrupt(values.get(ann.KARPENTER_DO_NOT_DISRUPT), limits, warnings)
     if karpenter is not None:
-        norm = karpenter.strip().lower()
-        if norm == "true":
-            until_completion.append(
-                Offset(Rule.PROTECT, ann.KARPENTER_DO_NOT_DISRUPT, karpenter, limits.max_protection)
-            )
-        elif norm != "false":
-            # Karpenter also accepts a duration: a minimum runtime.
-            runtime = _duration(
-                ann.KARPENTER_DO_NOT_DISRUPT,
-                karpenter,
-                cap=limits.max_min_runtime,
-                cap_name="maxMinRuntime",
-                warnings=warnings,
-                extra='"true", "false" or ',
-            )
-            if runtime is not None:
-                offsets.append(
-                    Offset(Rule.MIN_RUNTIME, ann.KARPENTER_DO_NOT_DISRUPT, karpenter, runtime)
-                )
+        (until_completion if karpenter.rule is Rule.PROTECT else offsets).append(karpenter)
 
     for name in (ann.MIN_RUNTIME, ann.ACS_ENSURE_RUNNING):
         raw = values.get(name)
@@ -341,6 +323,39 @@ def read_protection(
     """One pod's protection: the convenience form of ``read_protection_spec`` + ``resolve``."""
     spec = read_protection_spec(relevant_items(annotations), limits, rules)
     return spec.resolve(start_time, now)
+
+
+def _do_not_disrupt(
+    raw: str | None, limits: Limits, warnings: list[AnnotationWarning]
+) -> Offset | None:
+    """``karpenter.sh/do-not-disrupt`` read as Karpenter reads it (v1.15 ``pkg/utils/pod``,
+    ``IsDoNotDisruptActive``): exactly "true" (until completion), or a Go duration counted from
+    the pod's start (a minimum runtime); any other value Karpenter ignores, so it protects nothing
+    here either, with a warning ("false" is graceguard's: it lifts the policy's rules)."""
+    if raw is None:
+        return None
+    name = ann.KARPENTER_DO_NOT_DISRUPT
+    norm = raw.strip().lower()
+    if raw == "true":
+        return Offset(Rule.PROTECT, name, raw, limits.max_protection)
+    if norm == "true" or (norm != "false" and raw != raw.strip()):
+        problem = (
+            'Karpenter reads only "true" or a duration, exactly as written (lower case, no '
+            "spaces), and ignores this value; ignored"
+        )
+        warnings.append(AnnotationWarning(name, raw, problem))
+        return None
+    if norm == "false":
+        return None
+    runtime = _duration(
+        name,
+        raw,
+        cap=limits.max_min_runtime,
+        cap_name="maxMinRuntime",
+        warnings=warnings,
+        extra='"true", "false" or ',
+    )
+    return None if runtime is None else Offset(Rule.MIN_RUNTIME, name, raw, runtime)
 
 
 def _duration(
