@@ -133,6 +133,21 @@ def _reasons_and_messages(kube: Client, namespace: str, name: str) -> list[tuple
     return found
 
 
+def _ended_by_graceguard(
+    cp: controlplane.ControlPlane, ledger: str, pod: str, *, grace: int
+) -> None:
+    """The ledger's record of the pod's end: graceguard's eviction, by its request, with
+    ``grace`` seconds."""
+
+    def recorded() -> dict[str, object] | None:
+        found = gg.history(cp.kubeconfig, ledger, "--pod", pod)
+        return found[0] if found else None
+
+    record = wait_until(recorded, timeout=30, what=f"the end of {pod} in the ledger")
+    assert record["initiator"] == "graceguard" and record["requestId"], record
+    assert record["givenGraceSeconds"] == grace, record
+
+
 @pytest.mark.timeout(300)
 def test_with_graceguard_every_pod_leaves_with_its_grace_before_karpenters_deadline(
     control_plane: controlplane.ControlPlane,
@@ -140,6 +155,7 @@ def test_with_graceguard_every_pod_leaves_with_its_grace_before_karpenters_deadl
     namespace: str,
     tmp_path: pathlib.Path,
     controller: gg.Controller,
+    ledger: str,
 ) -> None:
     """The same expiry with graceguard's controller: the NodeClaim's termination timestamp is an
     imminent Disruption (source ``karpenter-termination``, planned 5 s ahead of it). The
@@ -147,7 +163,9 @@ def test_with_graceguard_every_pod_leaves_with_its_grace_before_karpenters_deadl
     through the Eviction API (``DisruptionTarget``) by graceguard and is gone with its whole grace
     before the deadline; Karpenter deletes no pod of it (its log has no ``deleting pod`` for it).
     The pod whose 60 s grace cannot fit in the 40 s is told ``DeadlineExceeded`` ahead of the
-    deadline, with the seconds it gets, and so is the Disruption's status."""
+    deadline, with the seconds it gets, and so is the Disruption's status. The controller's
+    ledger says who ended the job: graceguard, by its request, with the job's whole grace (a
+    Karpenter DELETE would be recorded as ``api-delete`` with no request and the time left)."""
     with karpenter.running(
         control_plane,
         kube,
@@ -231,4 +249,6 @@ def test_with_graceguard_every_pod_leaves_with_its_grace_before_karpenters_deadl
         log = pool.log.read_text(errors="replace")
         deletes = [line for line in log.splitlines() if '"message":"deleting pod"' in line]
         assert not any('"name":"job"' in line for line in deletes), deletes
+        _ended_by_graceguard(control_plane, ledger, "job", grace=GRACE)
+        print(gg.history(control_plane.kubeconfig, ledger, "--pod", "long"))
         print(f"job evicted {leaving.metadata.deletionTimestamp} for deadline {deadline}; {told}")

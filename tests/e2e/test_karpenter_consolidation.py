@@ -17,12 +17,18 @@ replaces the node (its disruption controller looks every 10 s and validates a co
 - With graceguard's controller and webhook, an unannotated pod: Karpenter's eviction is taken
   over (429); Karpenter reports ``NodeFailedToDrain`` while graceguard gives the pod its notices
   and its own grace; the node goes once the pod has.
+
+Drift the same way (the last two stories): the pod alone on a node, the NodePool's template given
+a new label so its NodeClaim is ``Drifted``, on a NodePool without ``terminationGracePeriod``
+(with one, drift is "eventual" in Karpenter and ignores ``do-not-disrupt``:
+``pkg/controllers/disruption/types.go``; its deadline is then ``test_karpenter.py``'s story).
 """
 
 from __future__ import annotations
 
 import contextlib
 import datetime
+import json
 import pathlib
 import time
 from collections.abc import Callable, Iterator
@@ -280,3 +286,94 @@ def test_with_graceguard_karpenters_consolidation_drain_is_taken_over(
         denials = hook.denials(pod="job")
         assert denials and all(d.source == "karpenter" for d in denials), denials
         print(f"{said}; notice lead {conftest.NOTICE_LEAD}s")
+
+
+def _drifting_node(
+    control_plane: controlplane.ControlPlane,
+    kube: Client,
+    namespace: str,
+    pool: karpenter.Pool,
+    *,
+    annotations: dict[str, str],
+    before: Callable[[], object] = lambda: None,
+) -> str:
+    """The story's pod alone on a node, then (after ``before()``) the NodePool's template given
+    a new label: Karpenter's NodeClaim is ``Drifted`` (the NodePool's hash changed)."""
+    kube.create(
+        _pod("work", pool, cpu="250m", grace=GRACE, annotations=annotations), namespace=namespace
+    )
+    node = _running_node(kube, namespace, "work")
+    before()
+    patch = {"spec": {"template": {"metadata": {"labels": {"graceguard.test/drift": "1"}}}}}
+    done = control_plane.kubectl(
+        "patch", "nodepool", namespace, "--type=merge", "-p", json.dumps(patch)
+    )
+    assert done.returncode == 0, done.stderr
+    return node
+
+
+@pytest.mark.timeout(240)
+def test_without_graceguard_karpenter_replaces_the_drifted_node_while_the_pod_works(
+    control_plane: controlplane.ControlPlane,
+    kube: Client,
+    namespace: str,
+    tmp_path: pathlib.Path,
+) -> None:
+    """Drift (a NodePool without ``terminationGracePeriod``, consolidation off), the loss:
+    Karpenter replaces the drifted node and evicts the pod inside its ``min-runtime: 60s``."""
+    with karpenter.running(control_plane, kube, namespace, tmp_path) as pool:
+        protect = {"graceguard.io/min-runtime": f"{PROTECTED}s"}
+        node = _drifting_node(control_plane, kube, namespace, pool, annotations=protect)
+        protected_until = _started(kube, namespace, "work") + datetime.timedelta(seconds=PROTECTED)
+        wait_until(lambda: _disrupting(kube, node), timeout=PROTECTED, what="Karpenter to pick it")
+        wait_until(lambda: _leaving(kube, namespace, "work"), timeout=60, what="the pod evicted")
+        assert datetime.datetime.now(datetime.UTC) < protected_until, "evicted inside min-runtime"
+
+
+@pytest.mark.timeout(300)
+def test_with_graceguard_karpenter_replaces_the_drifted_node_after_the_projection_goes(
+    control_plane: controlplane.ControlPlane,
+    kube: Client,
+    namespace: str,
+    tmp_path: pathlib.Path,
+    controller: gg.Controller,
+) -> None:
+    """The same drift with graceguard's controller: the projected ``do-not-disrupt`` keeps
+    Karpenter from replacing the drifted node (its DisruptionBlocked event names it) until
+    graceguard retracts it at the end of the pod's ``min-runtime: 60s``."""
+    with karpenter.running(control_plane, kube, namespace, tmp_path) as pool:
+        protect = {"graceguard.io/min-runtime": f"{PROTECTED}s"}
+
+        def annotation() -> str | None:
+            p = get_or_none(kube, Pod, "work", namespace)
+            found = (p.metadata.annotations or {}) if p and p.metadata else {}
+            return found.get("karpenter.sh/do-not-disrupt")
+
+        node = _drifting_node(
+            control_plane,
+            kube,
+            namespace,
+            pool,
+            annotations=protect,
+            before=lambda: wait_until(
+                lambda: annotation() == "true", timeout=20, what="do-not-disrupt projected"
+            ),
+        )
+        protected_until = _started(kube, namespace, "work") + datetime.timedelta(seconds=PROTECTED)
+
+        def blocked() -> str | None:
+            for reason, message in _node_events(kube, node):
+                if reason == "DisruptionBlocked" and message.startswith(BLOCKED):
+                    return message
+            return None
+
+        said = wait_until(blocked, timeout=40, what="Karpenter's DisruptionBlocked on the node")
+        while datetime.datetime.now(datetime.UTC) < protected_until - datetime.timedelta(seconds=1):
+            assert not _disrupting(kube, node), "Karpenter replaced the protected node"
+            assert _leaving(kube, namespace, "work") is None, "evicted while protected"
+            time.sleep(1)
+        wait_until(lambda: annotation() is None, timeout=20, what="the projection retracted")
+        wait_until(lambda: _disrupting(kube, node), timeout=90, what="Karpenter to pick it after")
+        wait_until(lambda: _leaving(kube, namespace, "work"), timeout=60, what="the pod evicted")
+        assert datetime.datetime.now(datetime.UTC) >= protected_until
+        print(f"drift blocked: {said}; protected until {protected_until}")
