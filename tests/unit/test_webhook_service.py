@@ -609,6 +609,31 @@ def capped(name: str, grace: int = 600, **kw: Any) -> bytes:
 
 
 @pytest.mark.asyncio
+async def test_a_policy_v1beta1_eviction_is_read_and_answered_as_a_policy_v1_one() -> None:
+    """An Eviction body in ``policy/v1beta1`` (the form older clients and some autoscaler
+    releases send; the apiserver hands it to the webhook as sent, ``request.kind`` naming it) is
+    read the same: its capped grace is seen and the eviction taken over, with the same answer as
+    the ``policy/v1`` body's."""
+    answers = []
+    for version in ("policy/v1beta1", "policy/v1"):
+        r = takeover_rig(pod("job-0", grace_seconds=7200))
+        obj = {
+            "apiVersion": version,
+            "kind": "Eviction",
+            "metadata": {"name": "job-0", "namespace": "team"},
+            "deleteOptions": {"gracePeriodSeconds": 600},
+        }
+        kind = {"group": "policy", "version": version.split("/")[1], "kind": "Eviction"}
+        assert review.parse(body("job-0", object=obj, kind=kind)).grace_seconds == 600
+        found = await ask(r, body("job-0", object=obj, kind=kind))
+        assert not found["allowed"] and found["status"]["code"] == 429
+        assert "its grace period (600s asked, its own is 7200s)" in found["status"]["message"]
+        assert found["auditAnnotations"]["rule"] == "takeover"
+        answers.append(found["status"]["message"])
+    assert answers[0] == answers[1]
+
+
+@pytest.mark.asyncio
 async def test_a_drain_of_a_tainted_node_is_taken_over_once_for_all_its_pods() -> None:
     """The autoscaler evicts every pod of the node at once, with its capped grace: each is refused
     with graceguard's message; one node Disruption is opened for them all, named after the source
