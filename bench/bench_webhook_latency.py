@@ -15,16 +15,20 @@ connections (raw HTTP/1.1 on asyncio streams), whether or not earlier ones were 
 request's latency runs from when it was issued to its answer's last byte, so a server that falls
 behind is charged for the queue of requests waiting for a free connection too (no coordinated
 omission). Phases alternate between the servers in ``BLOCK``-second blocks until each has had
-``DURATION`` seconds at ``RATE``.
+``DURATION`` seconds at ``RATE``; that is one round, and the bench runs ``ROUNDS`` of them
+(``GG_BENCH_ROUNDS``), each with its own p99 ratio: on a shared machine one round's ratio swings,
+so the target is judged on every round (3 out of 3), not on one.
 
 Then the highest rate the webhook sustains on its one core: rising rates, ``STEP_SECONDS`` each,
 until fewer than 98 % of the offered requests are answered in time or p99 passes 100 ms.
 
 ``GG_BENCH_NO_CHURN=1`` leaves the facts alone after the first build (a quiet cluster), to see
-what the rebuilds cost.
+what the rebuilds cost. ``GG_BENCH_PYSPY=FILE`` samples the webhook process with py-spy (if
+installed) during the rounds and writes its flat profile to FILE; ``GG_BENCH_NO_STEPS=1`` skips
+the rising rates.
 
-Prints one JSON line. Targets: webhook p99 under 5 ms at 500/s, and within 1.5x the trivial
-server's p99.
+Prints one JSON line. Targets (issue 22): webhook p99 at most 1.2x the trivial server's at
+1,000 reviews/s in every round, and under 5 ms.
 """
 
 from __future__ import annotations
@@ -58,15 +62,16 @@ from graceguard.adapters import selfsigned, webhook_server
 from graceguard.adapters.kube import admission_state, view
 from graceguard.webhook.service import AdmissionService, FailurePolicy
 
-RATE = 500
+RATE = 1000
 DURATION = 20.0
+ROUNDS = int(os.environ.get("GG_BENCH_ROUNDS", "3"))
 BLOCK = 5.0
 CONNECTIONS = 16
 STEP_SECONDS = 4.0
 STEP_RATES = (500, 1000, 1500, 2000, 2500, 3000, 3500, 4000, 5000, 6000)
 NODES, PODS_PER_NODE = 1000, 30
 TARGET_P99_MS = 5.0
-TARGET_RATIO = 1.5
+TARGET_RATIO = 1.2
 SERVER_CORE, CLIENT_CORE = 0, 1
 NOW = dt.datetime(2026, 11, 21, 1, 0, tzinfo=dt.UTC)  # an hour after the synthetic pods started
 
@@ -337,6 +342,23 @@ def _stop(proc: subprocess.Popen[str]) -> dict[str, Any]:
     return found
 
 
+async def _round(
+    conns: dict[str, list[Connection]], requests: list[bytes]
+) -> dict[str, dict[str, Any]]:
+    """Both servers ``DURATION`` seconds each at ``RATE``, in alternating ``BLOCK``-second
+    blocks (so a burst of other load on the machine falls on both)."""
+    totals = {mode: Result(0, [], 0, 0) for mode in conns}
+    for _ in range(int(DURATION / BLOCK)):
+        for mode in ("trivial", "webhook"):
+            r = await run_load(conns[mode], requests, RATE, BLOCK)
+            t = totals[mode]
+            t.offered += r.offered
+            t.latencies += r.latencies
+            t.errors += r.errors
+            t.denied += r.denied
+    return {m: t.figures() for m, t in totals.items()}
+
+
 async def _main(ca: pathlib.Path, ports: dict[str, int]) -> dict[str, Any]:
     rng = random.Random(11)
     pods = _cluster_pods()
@@ -346,19 +368,10 @@ async def _main(ca: pathlib.Path, ports: dict[str, int]) -> dict[str, Any]:
     # Warm up both (TLS sessions, caches, the allocator).
     for mode in ports:
         await run_load(conns[mode], requests, RATE, 2.0)
-    totals = {mode: Result(0, [], 0, 0) for mode in ports}
-    blocks = int(DURATION / BLOCK)
-    for _ in range(blocks):
-        for mode in ("trivial", "webhook"):
-            r = await run_load(conns[mode], requests, RATE, BLOCK)
-            t = totals[mode]
-            t.offered += r.offered
-            t.latencies += r.latencies
-            t.errors += r.errors
-            t.denied += r.denied
+    rounds = [await _round(conns, requests) for _ in range(ROUNDS)]
     steps: list[dict[str, Any]] = []
     sustained = 0
-    for rate in STEP_RATES:
+    for rate in () if os.environ.get("GG_BENCH_NO_STEPS") else STEP_RATES:
         r = await run_load(conns["webhook"], requests, rate, STEP_SECONDS)
         figures = r.figures()
         ok = len(r.latencies) >= 0.98 * r.offered and figures.get("p99_ms", 1e9) <= 100.0
@@ -369,7 +382,7 @@ async def _main(ca: pathlib.Path, ports: dict[str, int]) -> dict[str, Any]:
     for c in (c for cs in conns.values() for c in cs):
         c.writer.close()
     return {
-        "totals": {m: t.figures() for m, t in totals.items()},
+        "rounds": rounds,
         "steps": steps,
         "sustained": sustained,
     }
@@ -390,34 +403,72 @@ def main() -> None:
         ca, cert, key = selfsigned.self_signed(tmp, ["127.0.0.1"])
         ports = {"trivial": _free_port(), "webhook": _free_port()}
         procs = {mode: _spawn(mode, port, cert, key) for mode, port in ports.items()}
+        spy = _py_spy(procs["webhook"].pid)
         try:
             measured = asyncio.run(_main(ca, ports))
         finally:
+            if spy is not None:
+                spy.send_signal(signal.SIGINT)
+                spy.wait(timeout=60)
             server_stats = {mode: _stop(p) for mode, p in procs.items()}
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    webhook, trivial = measured["totals"]["webhook"], measured["totals"]["trivial"]
-    ratio = webhook["p99_ms"] / trivial["p99_ms"] if trivial.get("p99_ms") else None
+    rounds = []
+    for r in measured["rounds"]:
+        webhook, trivial = r["webhook"], r["trivial"]
+        ratio = webhook["p99_ms"] / trivial["p99_ms"] if trivial.get("p99_ms") else None
+        rounds.append(
+            {
+                "webhook": webhook,
+                "trivial": trivial,
+                "p99_ratio": round(ratio, 2) if ratio is not None else None,
+                "meets_target": webhook.get("errors", 1) == 0
+                and webhook["p99_ms"] < TARGET_P99_MS
+                and ratio is not None
+                and ratio <= TARGET_RATIO,
+            }
+        )
+    met = sum(1 for r in rounds if r["meets_target"])
     figures = {
         "bench": "webhook_latency",
         "rate_per_s": RATE,
         "seconds_each": DURATION,
         "connections": CONNECTIONS,
         "pods": NODES * PODS_PER_NODE,
-        "webhook": webhook,
-        "trivial": trivial,
-        "p99_ratio": round(ratio, 2) if ratio is not None else None,
+        "p99_ratios": [r["p99_ratio"] for r in rounds],
+        "rounds_meeting_target": f"{met}/{len(rounds)}",
+        "rounds": rounds,
         "max_rate_one_core": measured["sustained"],
         "rate_steps": measured["steps"],
         **server_stats["webhook"],
         "target_p99_ms": TARGET_P99_MS,
         "target_ratio": TARGET_RATIO,
-        "meets_target": webhook["p99_ms"] < TARGET_P99_MS
-        and ratio is not None
-        and ratio <= TARGET_RATIO,
+        "meets_target": bool(rounds) and met == len(rounds),
     }
     json.dump(figures, sys.stdout)
     sys.stdout.write("\n")
+
+
+def _py_spy(pid: int) -> subprocess.Popen[bytes] | None:
+    """py-spy sampling the webhook process into ``GG_BENCH_PYSPY``, when asked and installed."""
+    out = os.environ.get("GG_BENCH_PYSPY")
+    spy = shutil.which("py-spy") or str(pathlib.Path(sys.executable).parent / "py-spy")
+    if not out or not os.path.exists(spy):
+        return None
+    argv = [
+        spy,
+        "record",
+        "--pid",
+        str(pid),
+        "--format",
+        "raw",
+        "--output",
+        out,
+        "--rate",
+        "200",
+        "--nonblocking",
+    ]
+    return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
 def _free_port() -> int:
