@@ -37,6 +37,7 @@ import asyncio
 import contextlib
 import dataclasses
 import datetime as dt
+import gc
 import json
 import os
 import pathlib
@@ -87,6 +88,22 @@ def _cluster_pods() -> list[Any]:
     )
 
 
+def _gc_pauses() -> dict[int, list[float]]:
+    """The garbage collector's pauses by generation, recorded from now on (they stall every
+    review under way, and a sampling profiler charges them to whatever allocated)."""
+    pauses: dict[int, list[float]] = {0: [], 1: [], 2: []}
+    started = [0.0]
+
+    def note(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            started[0] = time.perf_counter()
+        else:
+            pauses[info["generation"]].append(time.perf_counter() - started[0])
+
+    gc.callbacks.append(note)
+    return pauses
+
+
 async def _serve_webhook(port: int, cert: pathlib.Path, key: pathlib.Path) -> None:
     snap = snapshot_doc.snapshot_from_document(
         synthetic.document(nodes=NODES, pods_per_node=PODS_PER_NODE)
@@ -132,6 +149,7 @@ async def _serve_webhook(port: int, cert: pathlib.Path, key: pathlib.Path) -> No
             builds.append(time.perf_counter() - t0)
 
     task = asyncio.create_task(churn()) if not os.environ.get("GG_BENCH_NO_CHURN") else None
+    pauses = _gc_pauses()
     print("ready", flush=True)
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
@@ -144,6 +162,14 @@ async def _serve_webhook(port: int, cert: pathlib.Path, key: pathlib.Path) -> No
             {
                 "facts_rebuilds": len(builds),
                 "facts_rebuild_ms": round(statistics.median(builds) * 1000, 1) if builds else None,
+                "gc_pauses": {
+                    f"gen{g}": {
+                        "count": len(p),
+                        "max_ms": round(max(p) * 1000, 2) if p else 0,
+                        "total_ms": round(sum(p) * 1000, 1),
+                    }
+                    for g, p in pauses.items()
+                },
             }
         ),
         flush=True,
