@@ -1,6 +1,7 @@
 """The webhook's service layer against fake ports: AdmissionReviews in, answers out; who is
-trusted; refusals reported once per period and never for a dry run; evictions in flight against a
-floor; the failure policy when it cannot decide; and no input that makes it raise."""
+trusted; refusals reported once per period, after the answer, and never for a dry run (drained at
+shutdown, dropped past a full queue and counted); evictions in flight against a floor; the failure
+policy when it cannot decide; and no input that makes it raise."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import asyncio
 import dataclasses
 import datetime as dt
 import json
+import os
+import signal
 from typing import Any
 
 import pytest
@@ -20,7 +23,9 @@ from graceguard.domain import windows as win
 from graceguard.domain.intorpercent import IntOrPercent
 from graceguard.engine import actions as act
 from graceguard.engine import admission
+from graceguard.processes import supervisor
 from graceguard.webhook import review
+from graceguard.webhook import service as service_module
 from graceguard.webhook.service import AdmissionService, FailurePolicy
 
 NOW = dt.datetime(2026, 11, 21, 3, 47, 13, tzinfo=dt.UTC)
@@ -778,3 +783,83 @@ async def test_without_a_leading_controller_nothing_is_taken_over() -> None:
     assert not alone.opener.created
     assert counted.get_sample_value(count) == 2
     assert counted.get_sample_value("graceguard_webhook_controller_leads") == 0
+
+
+# ---- reports written after the answer ----
+
+
+class SlowDenials(Denials):
+    """A ledger that writes nothing until ``release`` is set."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = asyncio.Event()
+
+    async def record_denial(self, rec: ledger.DenialRecord) -> bool:
+        await self.release.wait()
+        return await super().record_denial(rec)
+
+
+def many_protected(n: int) -> list[cluster.Pod]:
+    return [
+        dataclasses.replace(PROTECTED, name=f"train-{i}", uid=f"uid-train-{i}") for i in range(n)
+    ]
+
+
+@pytest.mark.asyncio
+async def test_answers_do_not_wait_for_the_ledger_and_settle_writes_every_refusal() -> None:
+    slow = SlowDenials()
+    r = rig(many_protected(100), denials=slow)
+    for i in range(100):
+        answer = await r.service.review(body(f"train-{i}"))
+        assert response(answer.body)["allowed"] is False
+    await asyncio.sleep(0)
+    assert slow.records == [] and r.events.posted == []  # all answered, none written yet
+    assert r.service.queued > 0
+    slow.release.set()
+    await r.service.settle()
+    assert sorted(rec.pod for rec in slow.records) == sorted(f"train-{i}" for i in range(100))
+    assert len(r.events.posted) == 100 and r.service.queued == 0
+
+
+@pytest.mark.asyncio
+async def test_sigterm_drains_the_queued_refusals_before_the_process_ends() -> None:
+    """The stop path of ``processes.webhook`` (``supervisor.supervise`` with the service's
+    ``settle`` among the cleanups), driven with a real SIGTERM to this process."""
+    slow = SlowDenials()
+    r = rig(many_protected(50), denials=slow)
+
+    async def serve_then_terminate() -> None:
+        for i in range(50):
+            await r.service.review(body(f"train-{i}"))
+        asyncio.get_running_loop().call_later(0.05, slow.release.set)
+        os.kill(os.getpid(), signal.SIGTERM)
+        await asyncio.Event().wait()
+
+    await supervisor.supervise(
+        tasks={"reviews": serve_then_terminate},
+        endpoints=[],
+        host="127.0.0.1",
+        stop_signals=(signal.SIGTERM,),
+        cleanups=[r.service.settle],
+    )
+    assert len(slow.records) == 50 and len(r.events.posted) == 50
+
+
+@pytest.mark.asyncio
+async def test_refusals_past_a_full_queue_are_answered_and_counted_as_dropped(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(service_module, "MAX_QUEUED", 10)
+    slow = SlowDenials()
+    r = rig(many_protected(30), denials=slow)
+    for i in range(30):
+        answer = await r.service.review(body(f"train-{i}"))
+        assert response(answer.body)["allowed"] is False
+    dropped = r.service.metrics.registry.get_sample_value(
+        "graceguard_webhook_reports_dropped_total"
+    )
+    assert dropped == 20
+    slow.release.set()
+    await r.service.settle()
+    assert len(slow.records) == 10

@@ -19,10 +19,17 @@ class WebhookMetrics:
             ["result", "rule"],
             registry=self.registry,
         )
+        self._reviewed: dict[tuple[str, str], prom.Counter] = {}
         self.latency = prom.Histogram(
             "graceguard_webhook_review_seconds",
             "Time to answer one review, from the request's headers to the answer's last byte.",
             buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0),
+            registry=self.registry,
+        )
+        self.reports_dropped = prom.Counter(
+            "graceguard_webhook_reports_dropped_total",
+            "Refusals answered but not reported (no event, no ledger record) because the "
+            "queue of reports waiting for the API and the ledger was full.",
             registry=self.registry,
         )
         self.facts_build = prom.Histogram(
@@ -50,3 +57,11 @@ class WebhookMetrics:
             "Reviews decided without takeover because no graceguard controller led.",
             registry=self.registry,
         )
+
+    def reviewed(self, result: str, rule: str) -> None:
+        """Count one review in ``reviews``; the labelled counters are kept, since looking one
+        up by its labels (``labels``) costs more than counting."""
+        counter = self._reviewed.get((result, rule))
+        if counter is None:
+            counter = self._reviewed[(result, rule)] = self.reviews.labels(result=result, rule=rule)
+        counter.inc()

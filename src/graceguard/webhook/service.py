@@ -9,9 +9,14 @@ cluster facts, knows who graceguard is, and reports.
   event on the pod and a ledger record, at most once per pod, source and rule every
   ``report_every`` (10 minutes) per replica: evictors retry every few seconds. With a shared
   ledger (PostgreSQL) the record's key (the same, with the aligned 10-minute period) also keeps
-  several webhook replicas from reporting one period twice. Reporting runs in the background:
-  an answer never waits for the API or the ledger. A ``dryRun`` eviction gets the same answer
-  and leaves no trace.
+  several webhook replicas from reporting one period twice. Reporting runs after the answer:
+  the review puts the record on a bounded queue (``MAX_QUEUED``) that up to ``WRITERS`` tasks
+  write to the ledger and the API, so an answer never waits for either; ``settle`` drains the
+  queue (the process does at shutdown, after the server stops taking reviews). What is lost:
+  refusals queued when the process is killed outright, and refusals past a full queue (counted in
+  ``graceguard_webhook_reports_dropped_total``, logged once per period); the evictor's retry is
+  refused and reported again in a later period. A ``dryRun`` eviction gets the same answer and
+  leaves no trace.
 * **Evictions in flight.** An admitted eviction takes a moment to show in the cache (and up to the
   facts' rebuild interval in the floors). Until it does, it counts against its workload's floor, so
   a drain evicting every pod of a node at once cannot take a Deployment below its floor through
@@ -23,7 +28,8 @@ cluster facts, knows who graceguard is, and reports.
   all its pods at once, and they all join the first one. A takeover this replica opened in the
   last ``JOIN_FOR`` is joined even before the cache shows it; replicas taking over the same node
   in the same minute derive the same name, so the second one's create finds the first's object.
-  Opening runs in the background (``DisruptionOpener``), like reporting; a ``dryRun`` eviction
+  Opening runs after the answer (``DisruptionOpener``) on the same queue as reporting, never
+  dropped (a replica opens at most one per node or pod per ``JOIN_FOR``); a ``dryRun`` eviction
   opens nothing.
 * **The evictor still asking.** Each real eviction of a pod that a Disruption taken over from
   the same evictor covers is told to the controller (``EvictorSightings``, at most every
@@ -38,12 +44,13 @@ cluster facts, knows who graceguard is, and reports.
 from __future__ import annotations
 
 import asyncio
+import collections
 import dataclasses
 import datetime as dt
 import enum
+import functools
 import logging
-from collections.abc import Callable, Coroutine
-from typing import Any
+from collections.abc import Awaitable, Callable
 
 from graceguard.domain import budgets, cluster, disruption, ledger, policy
 from graceguard.engine import actions as act
@@ -59,7 +66,10 @@ REPORT_EVERY = dt.timedelta(minutes=10)
 PENDING_FOR = dt.timedelta(seconds=30)
 """How long an admitted eviction counts against its floor when the cache never shows it (the
 Eviction API refused it after admission, e.g. for a PDB)."""
-MAX_REPORTS_IN_FLIGHT = 256
+MAX_QUEUED = 4096
+"""Refusal reports waiting to be written; past it, a refusal is answered but not reported."""
+WRITERS = 16
+"""Tasks writing the queue (ledger records, events, takeovers) at once."""
 REQUESTED_BY_MAX = 512
 """The longest ``spec.requestedBy`` the Disruption CRD takes."""
 JOIN_FOR = dt.timedelta(minutes=2)
@@ -132,9 +142,10 @@ class AdmissionService:
         """(pod, source, rule) -> when last reported."""
         self._pending: dict[str, dict[str, dt.datetime]] = {}
         """Workload key -> pod uid -> admitted at: evictions admitted, maybe not in the cache."""
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._queue: collections.deque[Callable[[], Awaitable[None]]] = collections.deque()
+        """Work left by answered reviews, written by ``_writers``."""
+        self._writers: set[asyncio.Task[None]] = set()
         self._next_sweep = clock() + PENDING_FOR
-        self._dropped = 0
         self._dropped_logged: dt.datetime | None = None
         self._reader: projection.ProtectionReader | None = None
         self._reader_policy: policy.Policy | None = None
@@ -145,10 +156,10 @@ class AdmissionService:
         try:
             rev = reviews.parse(body)
         except reviews.ReviewError as err:
-            self.metrics.reviews.labels(result="bad-request", rule="").inc()
+            self.metrics.reviewed("bad-request", "")
             return Answer(400, f"graceguard: {err}\n".encode())
         if not rev.is_eviction:
-            self.metrics.reviews.labels(result="allowed", rule="not-an-eviction").inc()
+            self.metrics.reviewed("allowed", "not-an-eviction")
             return Answer(200, reviews.answer(rev, allowed=True))
         try:
             if rev.problem is not None:
@@ -160,15 +171,13 @@ class AdmissionService:
             log.exception("review %s of %s/%s failed", rev.uid, rev.namespace, rev.name)
             return self._undecided(rev, f"internal error: {type(err).__name__}: {err}", 500)
         if verdict is None:
-            self.metrics.reviews.labels(result="allowed", rule="not-found").inc()
+            self.metrics.reviewed("allowed", "not-found")
             return Answer(200, reviews.answer(rev, allowed=True, audit={"rule": "not-found"}))
         audit = {"rule": str(verdict.rule), "source": verdict.source}
         if verdict.allowed:
-            self.metrics.reviews.labels(result="allowed", rule=str(verdict.rule)).inc()
+            self.metrics.reviewed("allowed", str(verdict.rule))
             return Answer(200, reviews.answer(rev, allowed=True, audit=audit), verdict)
-        self.metrics.reviews.labels(
-            result="denied-dry-run" if rev.dry_run else "denied", rule=str(verdict.rule)
-        ).inc()
+        self.metrics.reviewed("denied-dry-run" if rev.dry_run else "denied", str(verdict.rule))
         return Answer(
             200,
             reviews.answer(rev, allowed=False, code=429, message=verdict.message, audit=audit),
@@ -284,10 +293,10 @@ class AdmissionService:
     def _undecided(self, rev: reviews.EvictionReview, why: str, code: int) -> Answer:
         text = f"graceguard could not decide: {why}"
         if self.failure_policy is FailurePolicy.IGNORE:
-            self.metrics.reviews.labels(result="allowed-undecided", rule="").inc()
+            self.metrics.reviewed("allowed-undecided", "")
             warning = f"{text}; allowed by failurePolicy Ignore"
             return Answer(200, reviews.answer(rev, allowed=True, warnings=(warning,)))
-        self.metrics.reviews.labels(result="denied-undecided", rule="").inc()
+        self.metrics.reviewed("denied-undecided", "")
         return Answer(200, reviews.answer(rev, allowed=False, code=code, message=text))
 
     # ---- taking an eviction over ----
@@ -324,7 +333,7 @@ class AdmissionService:
             taken_over=True,
         )
         self._opened[key] = now
-        self._background(self._open(request, key, verdict.source))
+        self._later(functools.partial(self._open, request, key, verdict.source))
 
     def _note_asked(self, pod: cluster.Pod, source: str, now: dt.datetime) -> None:
         """Tell the controller that ``source`` asked again for ``pod``, for each Disruption
@@ -375,10 +384,28 @@ class AdmissionService:
         if created:
             log.info("took over %s on %s: disruption %s", source, request.node, request.id)
 
-    def _background(self, work: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.get_running_loop().create_task(work)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+    def _later(self, work: Callable[[], Awaitable[None]]) -> None:
+        """Queue ``work`` to run after the answer; a writer starts if fewer than ``WRITERS``
+        run and the queue is longer than they are many."""
+        self._queue.append(work)
+        if len(self._writers) < WRITERS and len(self._queue) >= len(self._writers):
+            self._writers.add(asyncio.get_running_loop().create_task(self._write()))
+
+    async def _write(self) -> None:
+        """Run queued work until the queue is empty (each piece catches its own errors); a
+        writer leaves ``_writers`` in the same step it finds the queue empty, so work queued
+        after that starts a new one."""
+        try:
+            while self._queue:
+                work = self._queue.popleft()
+                try:
+                    await work()
+                except Exception:  # a bug in one report must not stop the others
+                    log.exception("cannot report a refusal or open a takeover")
+        finally:
+            task = asyncio.current_task()
+            if task is not None:
+                self._writers.discard(task)
 
     # ---- reporting a refusal ----
 
@@ -399,14 +426,14 @@ class AdmissionService:
         self._reported[key] = now
         # The ledger's key uses aligned periods, so that replicas agree on it.
         period = ledger.reporting_period(now, self._report_every)
-        if len(self._tasks) >= MAX_REPORTS_IN_FLIGHT:
-            self._dropped += 1
+        if len(self._queue) >= MAX_QUEUED:
+            self.metrics.reports_dropped.inc()
             if self._dropped_logged != period:  # one line per period, not one per refusal
                 self._dropped_logged = period
                 log.warning(
-                    "more than %d refusals being reported at once: some are not (the API or "
+                    "more than %d refusals waiting to be reported: some are not (the API or "
                     "the ledger is slow); first one dropped: %s",
-                    MAX_REPORTS_IN_FLIGHT,
+                    MAX_QUEUED,
                     verdict.message,
                 )
             return
@@ -423,7 +450,7 @@ class AdmissionService:
             at=now,
             period=period,
         )
-        self._background(self._send_report(record))
+        self._later(functools.partial(self._send_report, record))
 
     async def _send_report(self, rec: ledger.DenialRecord) -> None:
         if self._denials is not None:
@@ -445,7 +472,13 @@ class AdmissionService:
         except Exception as err:
             log.warning("cannot post EvictionBlocked on %s/%s: %s", rec.namespace, rec.pod, err)
 
+    @property
+    def queued(self) -> int:
+        """Reports and takeovers waiting to be written."""
+        return len(self._queue)
+
     async def settle(self) -> None:
-        """Wait for the reports under way (tests, shutdown)."""
-        while self._tasks:
-            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+        """Write everything queued and wait for it (tests; shutdown, after the server stopped
+        taking reviews)."""
+        while self._writers:
+            await asyncio.gather(*list(self._writers), return_exceptions=True)
