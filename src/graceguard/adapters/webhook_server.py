@@ -55,8 +55,11 @@ def app(
         if length is not None and length > max_body:
             return _text(413, f"graceguard: the body ({length} bytes) exceeds {max_body} bytes")
         try:
-            async with asyncio.timeout(read_timeout):
+            if request.content.is_eof():  # arrived whole with its headers: nothing to wait for
                 body = await request.read()
+            else:
+                async with asyncio.timeout(read_timeout):
+                    body = await request.read()
         except web.HTTPRequestEntityTooLarge:
             return _text(413, f"graceguard: the body exceeds {max_body} bytes")
         except TimeoutError:

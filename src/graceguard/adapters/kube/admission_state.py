@@ -36,9 +36,10 @@ from graceguard.webhook import metrics as webhook_metrics
 
 log = logging.getLogger(__name__)
 
-CHUNK = 500
+CHUNK = 200
 """Pods (or budgets, or a fifth as many workloads) added to the facts between two chances for
-reviews to run: about 0.1 ms of work."""
+reviews to run: about 0.1 ms of work (0.09 ms median measured on a 30,000-pod cluster; 500 pods
+took 0.22 ms, a wait added to every review arriving during a rebuild)."""
 FETCH_TIMEOUT = 2.0
 
 
