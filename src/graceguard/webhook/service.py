@@ -34,7 +34,8 @@ cluster facts, knows who graceguard is, and reports.
 * **The evictor still asking.** Each real eviction of a pod that a Disruption taken over from
   the same evictor covers is told to the controller (``EvictorSightings``, at most every
   ``ASKED_EVERY`` per Disruption and replica): a taken-over drain that only budgets hold ends
-  once its evictor has stopped asking (``engine.takeovers``).
+  once its evictor has stopped asking (``engine.takeovers``). Told after the answer, on the same
+  queue, never dropped.
 * **When it cannot decide** (cache not synced, the pod not readable, a review naming no pod, a
   bug), it answers per ``failure_policy``, the same knob as the ValidatingWebhookConfiguration's:
   ``Fail`` refuses (429 for what may pass, so evictors retry; 400 for a malformed review),
@@ -348,7 +349,7 @@ class AdmissionService:
             if len(self._asked) > 10_000:
                 self._asked = {k: at for k, at in self._asked.items() if now - at < ASKED_EVERY}
             self._asked[r.id] = now
-            self._background(self._tell_asked(r.id, source, pod.key))
+            self._later(functools.partial(self._tell_asked, r.id, source, pod.key))
 
     async def _tell_asked(self, request_id: str, source: str, pod: str) -> None:
         if self._sightings is None:
