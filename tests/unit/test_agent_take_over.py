@@ -214,3 +214,26 @@ def test_without_a_drain_the_agent_never_takes_over() -> None:
     kube = asyncio.run(go())
     assert kube.take_overs == []
     assert all(s.phase is disruption.Phase.PENDING for s in kube.stored.values())
+
+
+def test_the_disruption_s_deadline_is_when_the_lock_goes() -> None:
+    """The drain asks each pod to end its grace before the request's deadline, and the agent lets
+    logind's lock go ``margin`` before logind's own deadline at the latest (it read the signal a
+    little after logind sent it). So the deadline it opens is that moment: a pod planned to end
+    its grace at logind's deadline would be cut by an earlier release. (On the real node,
+    ``tests/node/test_agent_node.py``'s table: a 5 s pod asked 5 s before logind's deadline was
+    still stopping when the lock went 2 s before it.)"""
+
+    async def go() -> tuple[disruption.DisruptionRequest, dt.datetime, dt.datetime]:
+        s = _shutdowns(Cluster(), None)
+        logind_deadline = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=30)
+        request = await s.begin(source="os-shutdown", deadline=logind_deadline, reason="test")
+        assert s.current is not None
+        release_at = s.current.release_at
+        await s.cancel(why="the test is over")
+        return request, release_at, logind_deadline
+
+    request, release_at, logind_deadline = asyncio.run(go())
+    assert request.deadline is not None
+    assert request.deadline <= release_at  # no pod's planned grace outlasts the lock
+    assert release_at <= logind_deadline - dt.timedelta(seconds=1)  # the margin (1 s here)

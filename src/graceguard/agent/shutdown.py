@@ -1,10 +1,12 @@
 """One node shutdown as the agent carries it: an imminent whole-node ``Disruption`` opened for the
 node (drained in priority phases: regular pods first, critical and DaemonSet pods last, each with
 its own grace before the deadline), the node tainted so that evicted DaemonSet pods do not come
-back, and the lock released when the node is empty of the pods the request covers, or ``margin``
-before the deadline, never after it. A cancelled shutdown marks the Disruption ``Cancelled`` (the
-controller then withdraws the notices), untaints and uncordons the node (when the agent found it
-schedulable) and says so in an event.
+back, and the lock released when the node is empty of the pods the request covers, or at the
+deadline, never after it. The deadline is ``margin`` before the one logind gave (its delay from
+the moment the agent read the signal, a little after logind sent it): the drain asks each pod to
+end its grace before the very moment the lock goes, so none is cut by the release. A cancelled
+shutdown marks the Disruption ``Cancelled`` (the controller then withdraws the notices),
+untaints and uncordons the node (when the agent found it schedulable) and says so in an event.
 
 Who drains: the controller, when it begins within ``take_over_after`` (its status leaves
 ``Pending``); otherwise the agent takes the drain over and runs it itself (``ports.NodeDrain``:
@@ -128,14 +130,17 @@ class Shutdowns:
             self._metrics.shutdowns.labels(source=source, outcome="joined").inc()
             return cur
         now = self._clock()
-        deadline = max(deadline, now + dt.timedelta(seconds=1))
+        # The drain plans by the request's deadline and the lock goes at it: both ``margin``
+        # before the given one (a pod planned to end its grace at logind's own deadline would
+        # be cut by a release before it).
+        deadline = max(deadline - self._margin, now + dt.timedelta(seconds=1))
         found = await self._retry("read the node", lambda: self._cluster.node_state(self.node))
         if found is None:
             found = ports.NodeState(unschedulable=False, tainted=False)
         request = await self._open(
             source=source, deadline=deadline, reason=reason, now=now, scope=scope
         )
-        shutdown = Shutdown(request, deadline - self._margin, found)
+        shutdown = Shutdown(request, deadline, found)
         self.current = shutdown
         self.lock_released.clear()
         if scope is disruption.Scope.WHOLE_NODE:
@@ -205,8 +210,8 @@ class Shutdowns:
         message = (
             f"no controller began the drain of {self.node} within "
             f"{self._take_over_after.total_seconds():g}s: the agent drains it itself "
-            f"(Disruption {request.id}, deadline {times.format_time(shutdown.release_at)} "
-            "less the release margin)"
+            f"(Disruption {request.id}, deadline {times.format_time(shutdown.release_at)}: "
+            "logind's less the release margin)"
         )
         log.warning("%s", message)
         await self._retry(
@@ -283,7 +288,7 @@ class Shutdowns:
                 left = await self._left(request)
                 self._release(
                     shutdown,
-                    f"{self._margin_text()} before the deadline, with "
+                    f"at the deadline ({self._margin_text()} before logind's), with "
                     f"{'an unknown number of' if left is None else len(left)} pods "
                     "still stopping",
                 )

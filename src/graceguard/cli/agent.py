@@ -49,8 +49,9 @@ def agent(
     release_margin: Annotated[
         str,
         typer.Option(
-            help="Release logind's lock this long before the shutdown's deadline if pods are "
-            "still stopping (it is released at once when the node is empty).",
+            help="Plan the drain to end, and release logind's lock if pods are still stopping, "
+            "this long before the shutdown's deadline (it is released at once when the node is "
+            "empty).",
         ),
     ] = "2s",
     take_over_after: Annotated[
@@ -75,10 +76,11 @@ def agent(
     It takes a systemd-logind delay inhibitor lock on shutdown over the system bus and reports
     it in the node condition GracefulShutdownHeld (and /metrics). When the OS shuts down or
     reboots (logind's PrepareForShutdown), it opens an imminent whole-node Disruption
-    (kubectl get gdis) with the deadline logind allows (InhibitDelayMaxUSec); the controller
+    (kubectl get gdis) with the deadline logind allows (InhibitDelayMaxUSec) less
+    --release-margin; the controller
     evicts regular pods first, critical and DaemonSet pods last, each with its own grace, or,
     when no controller has begun within --take-over-after, the agent itself does. The
-    lock is released when the node is empty, or --release-margin before the deadline. A
+    lock is released when the node is empty, or at that deadline. A
     cancelled shutdown cancels the Disruption and puts the node back in service.
 
     logind holds a shutdown for at most InhibitDelayMaxSec= (logind.conf, 5s by default):
