@@ -87,6 +87,7 @@ import subprocess
 import sys
 import tarfile
 import time
+import urllib.request
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
@@ -599,7 +600,21 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
     return path
 
 
-def _kubelet_config(node: Node, cp: controlplane.ControlPlane) -> Path:
+@dataclasses.dataclass(frozen=True)
+class GracefulShutdown:
+    """The kubelet's own Graceful Node Shutdown: its ``shutdownGracePeriod`` and
+    ``shutdownGracePeriodCriticalPods``, against the logind on the system bus ``bus_address``
+    (``DBUS_SYSTEM_BUS_ADDRESS`` in its environment: godbus honours it). Off as the nodes start
+    (``shutdownGracePeriod: 0``, the kubelet's default)."""
+
+    grace_period: int
+    critical_pods: int
+    bus_address: str
+
+
+def _kubelet_config(
+    node: Node, cp: controlplane.ControlPlane, shutdown: GracefulShutdown | None = None
+) -> Path:
     kd = node.root / "kubelet"
     kd.mkdir(parents=True, exist_ok=True)
     resolv = node.root / "resolv.conf"
@@ -639,6 +654,9 @@ def _kubelet_config(node: Node, cp: controlplane.ControlPlane) -> Path:
         # Not /var/log/pods: the node's own directory, removed with it.
         "podLogsDir": str(node.root / "pod-logs"),
     }
+    if shutdown is not None:
+        config["shutdownGracePeriod"] = f"{shutdown.grace_period}s"
+        config["shutdownGracePeriodCriticalPods"] = f"{shutdown.critical_pods}s"
     path = kd / "config.json"
     path.write_text(json.dumps(config, indent=2) + "\n")
     return path
@@ -741,24 +759,10 @@ def start(
                 import_image(node, path, name)
         for node in nodes.nodes:
             make_cgroups(node.name)
-            kubeconfig = _client_kubeconfig(
+            _client_kubeconfig(
                 cp, f"system:node:{node.name}", ["system:nodes"], node.root / "kubeconfig"
             )
-            config = _kubelet_config(node, cp)
-            launch(
-                f"kubelet-{node.name}",
-                [
-                    str(controlplane.binary("kubelet")),
-                    f"--config={config}",
-                    f"--kubeconfig={kubeconfig}",
-                    f"--root-dir={node.root / 'kubelet'}",
-                    f"--cert-dir={node.root / 'kubelet' / 'pki'}",
-                    f"--hostname-override={node.name}",
-                    f"--node-ip={BRIDGE_ADDRESS}",
-                    f"--node-labels={REAL_NODE_LABEL}={node.name}",
-                    "--v=1",
-                ],
-            )
+            launch(f"kubelet-{node.name}", _kubelet_argv(node, _kubelet_config(node, cp)))
         proxy_kubeconfig = _client_kubeconfig(
             cp, "system:kube-proxy", [], workdir / "kube-proxy.kubeconfig"
         )
@@ -788,6 +792,63 @@ def start(
     return nodes
 
 
+def _kubelet_argv(node: Node, config: Path) -> list[str]:
+    return [
+        str(controlplane.binary("kubelet")),
+        f"--config={config}",
+        f"--kubeconfig={node.root / 'kubeconfig'}",
+        f"--root-dir={node.root / 'kubelet'}",
+        f"--cert-dir={node.root / 'kubelet' / 'pki'}",
+        f"--hostname-override={node.name}",
+        f"--node-ip={BRIDGE_ADDRESS}",
+        f"--node-labels={REAL_NODE_LABEL}={node.name}",
+        "--v=1",
+    ]
+
+
+def restart_kubelet(
+    cp: controlplane.ControlPlane,
+    nodes: Nodes,
+    name: str,
+    *,
+    shutdown: GracefulShutdown | None = None,
+    timeout: float = 120.0,
+) -> None:
+    """Restart the kubelet of node ``name`` with its Graceful Node Shutdown as ``shutdown`` says
+    (``None``: off, as the nodes start); its pods keep running through it (containerd holds
+    them). Returns once the new kubelet answers ``/healthz`` and posted the node Ready."""
+    (node,) = [n for n in nodes.nodes if n.name == name]
+    log = f"kubelet-{name}"
+    controlplane.stop_pid(nodes.pids[log], nodes.exes[log])
+    env = dict(os.environ)
+    env.pop("DBUS_SYSTEM_BUS_ADDRESS", None)
+    if shutdown is not None:
+        env["DBUS_SYSTEM_BUS_ADDRESS"] = shutdown.bus_address
+    argv = _kubelet_argv(node, _kubelet_config(node, cp, shutdown))
+    proc = controlplane.spawn(log, argv, nodes.logs, env=env)
+    nodes.pids[log] = proc.pid
+    nodes.exes[log] = argv[0]
+    nodes.save()
+    started = dt.datetime.now(dt.UTC).replace(microsecond=0)
+    _wait(
+        f"the restarted kubelet of {name}",
+        lambda: _kubelet_healthy(node) and _node_ready(cp, name, since=started),
+        nodes,
+        log,
+        timeout,
+    )
+
+
+def _kubelet_healthy(node: Node) -> bool:
+    try:
+        with urllib.request.urlopen(
+            f"http://127.0.0.1:{node.healthz_port}/healthz", timeout=2
+        ) as answer:
+            return bool(answer.status == 200)
+    except OSError:
+        return False
+
+
 def _proxy_args(nodes: Nodes, kubeconfig: Path) -> list[str]:
     config = {
         "apiVersion": "kubeproxy.config.k8s.io/v1alpha1",
@@ -814,11 +875,27 @@ def _proxy_args(nodes: Nodes, kubeconfig: Path) -> list[str]:
     return [f"--config={path}", "--v=1"]
 
 
-def _node_ready(cp: controlplane.ControlPlane, name: str) -> bool:
+def _node_ready(
+    cp: controlplane.ControlPlane, name: str, *, since: dt.datetime | None = None
+) -> bool:
+    """The node is Ready (by a heartbeat at ``since`` or later, when given)."""
     done = cp.kubectl(
-        "get", "node", name, "-o", "jsonpath={.status.conditions[?(@.type=='Ready')].status}"
+        "get",
+        "node",
+        name,
+        "-o",
+        "jsonpath={.status.conditions[?(@.type=='Ready')].status} "
+        "{.status.conditions[?(@.type=='Ready')].lastHeartbeatTime}",
     )
-    return done.returncode == 0 and done.stdout.strip() == "True"
+    if done.returncode != 0:
+        return False
+    status, _, beat = done.stdout.strip().partition(" ")
+    if status != "True":
+        return False
+    if since is None:
+        return True
+    at = dt.datetime.strptime(beat, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=dt.UTC)
+    return at >= since
 
 
 def _proxy_synced(cp: controlplane.ControlPlane) -> bool:
