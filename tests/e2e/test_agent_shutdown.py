@@ -7,13 +7,13 @@ period, as a kubelet would).
 
 Shown: the lock taken (``ListInhibitors``: graceguard, shutdown, delay) and reported in the node
 condition ``GracefulShutdownHeld``; ``PrepareForShutdown(true)`` opens an imminent whole-node
-Disruption with the delay as its deadline and the controller drains the node in phases: the
-regular pods first, then, once they are gone, the critical pod and the DaemonSet pod (a logging
-agent: last, so it outlives the pods whose logs it ships), each with its own grace; the taint
-keeps the DaemonSet's pod from coming back; the lock is released when the node is empty, before
-the deadline. A cancelled shutdown (``PrepareForShutdown(false)``) marks the Disruption
-Cancelled, withdraws the notices (condition removed, ``EvictionWithdrawn`` event) and puts the
-node back in service.
+Disruption with the delay less the release margin as its deadline and the controller drains the
+node in phases: the regular pods first, then, once they are gone, the critical pod and the
+DaemonSet pod (a logging agent: last, so it outlives the pods whose logs it ships), each with
+its own grace; the taint keeps the DaemonSet's pod from coming back; the lock is released when
+the node is empty, before the deadline. A cancelled shutdown (``PrepareForShutdown(false)``)
+marks the Disruption Cancelled, withdraws the notices (condition removed, ``EvictionWithdrawn``
+event) and puts the node back in service.
 
 With no controller running, the agent drains its node itself once ``--take-over-after`` (3 s)
 has passed with the Disruption still Pending: the same phases, each pod's own grace, the lock
@@ -468,8 +468,8 @@ def test_without_the_take_over_the_lock_goes_with_every_pod_still_there(
     tmp_path: pathlib.Path,
 ) -> None:
     """The counterpart (``--take-over-after off``, the agent before it could drain): the
-    Disruption stays Pending, nobody drains, and the lock is released at the deadline less the
-    margin with every pod still running: the OS then kills them all."""
+    Disruption stays Pending, nobody drains, and the lock is released at the deadline (logind's
+    less the margin) with every pod still running: the OS then kills them all."""
     node = gg.node_name(kwok_nodes("lost"))
     delay = 8
     assert gg.holder(kube, namespace) is None
