@@ -60,6 +60,65 @@ def test_a_bad_timestamp_is_a_problem_naming_the_field() -> None:
     assert "'tomorrow' is not an RFC 3339 time" in str(found)
 
 
+def live_claim(expire_after: object) -> dict[str, object]:
+    """The same NodeClaim before Karpenter deleted it: created, named node, ``expire_after``."""
+    doc = json.loads((DATA / "nodeclaim-terminating.json").read_text())
+    del doc["metadata"]["deletionTimestamp"]
+    del doc["metadata"]["annotations"][deadlines.KARPENTER_TERMINATION]
+    doc["metadata"]["creationTimestamp"] = "2026-11-25T21:32:47Z"
+    doc["spec"]["expireAfter"] = expire_after
+    return dict(doc)
+
+
+@pytest.mark.parametrize(
+    ("value", "after"),
+    [
+        ("60s", dt.timedelta(seconds=60)),
+        ("720h", dt.timedelta(hours=720)),  # Karpenter's default
+        ("1h30m", dt.timedelta(minutes=90)),
+        ("1h0m0s", dt.timedelta(hours=1)),  # as Go's Duration.String writes it
+        ("1.5h", dt.timedelta(minutes=90)),  # time.ParseDuration reads it; the CRD pattern not
+    ],
+)
+def test_expire_after_is_read_from_the_nodeclaims_creation(value: str, after: dt.timedelta) -> None:
+    """``pkg/controllers/nodeclaim/expiration/controller.go`` (v1.15.0): the NodeClaim is deleted
+    at ``creationTimestamp + spec.expireAfter``; the node goes then."""
+    doc = live_claim(value)
+    (found,) = manifests.nodeclaim_announced(doc)
+    assert isinstance(found, deadlines.NodeDeadline)
+    assert found.node == doc["status"]["nodeName"]  # type: ignore[index]
+    assert found.announcer is deadlines.Announcer.KARPENTER_EXPIRY
+    assert found.at == dt.datetime(2026, 11, 25, 21, 32, 47, tzinfo=dt.UTC) + after
+    assert "NodeClaim default-zbt2k" in found.reason and f"spec.expireAfter={value}" in found.reason
+
+
+def test_never_expires_and_a_claim_being_deleted_is_expired_no_more() -> None:
+    assert manifests.nodeclaim_announced(live_claim("Never")) == ()
+    doc = live_claim("60s")
+    doc.pop("spec")
+    assert manifests.nodeclaim_announced(doc) == ()  # expireAfter omitted: never
+    deleted = json.loads((DATA / "nodeclaim-terminating.json").read_text())
+    (found,) = manifests.nodeclaim_announced(deleted)  # expireAfter 60s, but deleted already
+    assert isinstance(found, deadlines.NodeDeadline)
+    assert found.announcer is deadlines.Announcer.KARPENTER  # its termination timestamp only
+
+
+@pytest.mark.parametrize("value", ["never", "NEVER", "30d", " 60s", "60", "", "-", 60])
+def test_a_bad_expire_after_is_a_problem_naming_the_nodeclaim_and_field(value: object) -> None:
+    (found,) = manifests.nodeclaim_announced(live_claim(value))
+    assert isinstance(found, deadlines.Problem)
+    assert "NodeClaim default-zbt2k spec.expireAfter" in str(found)
+    assert "neither a Go duration" in str(found)
+
+
+def test_a_bad_creation_time_is_a_problem_naming_the_field() -> None:
+    doc = live_claim("60s")
+    doc["metadata"]["creationTimestamp"] = "yesterday"  # type: ignore[index]
+    (found,) = manifests.nodeclaim_announced(doc)
+    assert isinstance(found, deadlines.Problem)
+    assert "NodeClaim default-zbt2k metadata.creationTimestamp" in str(found)
+
+
 def node_doc(
     annotations: dict[str, str], conditions: list[dict[str, str]] | None = None
 ) -> dict[str, object]:
@@ -346,6 +405,19 @@ async def test_a_far_deadline_waits_until_notice_and_grace_reach_it() -> None:
     assert await early.open_due() == [] and opener.opened == []
     due, opener = source([d], opens, pods)
     assert len(await due.open_due()) == 1
+
+
+@pytest.mark.asyncio
+async def test_a_passed_expiry_leaves_the_termination_timestamp_to_bind() -> None:
+    """Karpenter deletes the NodeClaim at its expiry; its termination timestamp, later, is then
+    the deadline ahead (an earlier passed one does not hide it)."""
+    expired = deadlines.NodeDeadline("n1", NOW - SEC, deadlines.Announcer.KARPENTER_EXPIRY, "")
+    ends = deadlines.NodeDeadline("n1", NOW + 30 * SEC, deadlines.Announcer.KARPENTER, "K")
+    svc, opener = source([expired, ends], NOW)
+    assert len(await svc.open_due()) == 1
+    (request,) = opener.opened
+    assert request.source == deadlines.Announcer.KARPENTER.value
+    assert request.deadline == ends.at - deadlines.MARGIN
 
 
 @pytest.mark.asyncio

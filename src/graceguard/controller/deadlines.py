@@ -1,19 +1,21 @@
 """Deadlines a platform announces on a node, opened as imminent ``Disruption`` objects (issue 20):
-Karpenter's NodeClaim termination timestamp, ``graceguard.io/expires-at`` on a node, a
-``MaintenancePlanned`` condition with a time (``domain.deadlines``). A service through ports only.
+Karpenter's NodeClaim expiry (``expireAfter``) and termination timestamp,
+``graceguard.io/expires-at`` on a node, a ``MaintenancePlanned`` condition with a time
+(``domain.deadlines``). A service through ports only.
 
 Whoever drains the node (Karpenter, a script, a person), graceguard then plans its pods against
 that deadline like any imminent disruption: each asked to stop early enough to get its whole
 grace before it, notices first; a pod whose grace cannot fit gets ``DeadlineExceeded`` (event,
 notify, the Disruption's status) at once, with the time it gets; nothing is held past it.
 
-A node's earliest deadline is opened once it comes within reach: the policy's notice lead plus
-the node's pods' grace periods (summed over priority phases, ``deadlines.reserve``) plus
+A node's earliest deadline still ahead is opened once it comes within reach: the policy's notice
+lead plus the node's pods' grace periods (summed over priority phases, ``deadlines.reserve``) plus
 ``deadlines.MARGIN`` before it, so that a node expiring next week is not cordoned today. A
-deadline already passed opens nothing (the node is going or gone: the ledger records it). The
-name is derived from the announcer, the node and the deadline's minute, so every round and every
-replica opens one object (409: joined). A value that cannot be read is logged once per value,
-naming the field; it opens nothing. Only the leader opens.
+deadline already passed opens nothing (the node is going or gone: the ledger records it); the
+next one ahead binds then (a NodeClaim's termination timestamp after its expiry). The name is
+derived from the announcer, the node and the deadline's minute, so every round and every replica
+opens one object (409: joined). A value that cannot be read is logged once per value, naming the
+field; it opens nothing. Only the leader opens.
 
 A pod's own deadline, its maximum running time (``graceguard.io/max-runtime``), is opened the
 same way as a pod ``Disruption`` (source ``max-runtime``) its notice lead before the eviction
@@ -103,9 +105,10 @@ class DeadlineSource:
             if pod.node in by_node:
                 pods_by_node[pod.node].append(pod)
         for node, announced in sorted(by_node.items()):
-            deadline = deadlines.earliest(announced)
-            assert deadline is not None
-            if now >= deadline.at:
+            # the earliest deadline still ahead: one passed (a NodeClaim's expiry, the moment
+            # Karpenter deletes it) leaves the next one (its termination timestamp) to plan for
+            deadline = deadlines.earliest([d for d in announced if now < d.at])
+            if deadline is None:
                 continue
             reserve = deadlines.reserve(pods_by_node[node], pol.priority_phases)
             if now < deadlines.opens_at(deadline, notice_lead=pol.notice_lead, reserve=reserve):

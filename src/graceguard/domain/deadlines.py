@@ -1,7 +1,15 @@
 """Deadlines a platform announces on a node: the node goes at that instant, whoever drains it, so
 it is an imminent disruption with that deadline (DESIGN.md: How each source is held).
 
-Three announcements are read, each as its publisher writes it:
+Four announcements are read, each as its publisher writes it:
+
+- Karpenter's NodeClaim ``spec.expireAfter`` (a Go duration such as ``720h`` or ``1h30m``, or
+  ``Never``): the NodeClaim expires at its ``metadata.creationTimestamp`` + that, when Karpenter
+  deletes it (``pkg/controllers/nodeclaim/expiration/controller.go``, sigs.k8s.io/karpenter
+  v1.15.0, reads it with Go's ``time.ParseDuration``), forcefully: its node's pods are then
+  drained whatever ``do-not-disrupt`` says, under the NodePool's ``terminationGracePeriod``.
+  Read ahead, so the node is drained with notice before its expiry, not at it
+  (``from_expire_after``);
 
 - Karpenter's NodeClaim annotation ``karpenter.sh/nodeclaim-termination-timestamp`` (RFC 3339,
   seconds, UTC): set when a NodeClaim of a NodePool with ``terminationGracePeriod`` is deleted
@@ -38,8 +46,10 @@ import re
 from collections.abc import Iterable
 
 from graceguard.domain import annotations as ann
-from graceguard.domain import cluster, disruption, phases, protection, times
+from graceguard.domain import cluster, disruption, durations, phases, protection, times
 
+EXPIRE_AFTER_FIELD = "spec.expireAfter"
+EXPIRE_AFTER_NEVER = "Never"
 EXPIRES_AT = "graceguard.io/expires-at"
 KARPENTER_TERMINATION = "karpenter.sh/nodeclaim-termination-timestamp"
 MAINTENANCE_PLANNED = "MaintenancePlanned"
@@ -59,6 +69,7 @@ class Announcer(enum.StrEnum):
     """Who announced a node's deadline; the ``Disruption``'s source."""
 
     KARPENTER = "karpenter-termination"
+    KARPENTER_EXPIRY = "karpenter-expiry"
     EXPIRES_AT = "node-expiry"
     MAINTENANCE = "maintenance-planned"
 
@@ -126,6 +137,41 @@ def from_karpenter(node: str, nodeclaim: str, value: str) -> NodeDeadline | Prob
         "(NodePool terminationGracePeriod)"
     )
     return NodeDeadline(node, at, Announcer.KARPENTER, reason)
+
+
+def from_expire_after(
+    node: str, nodeclaim: str, *, value: str, created: str
+) -> NodeDeadline | Problem | None:
+    """A NodeClaim's ``spec.expireAfter`` counted from its ``metadata.creationTimestamp``, as
+    Karpenter counts it: the node goes at that instant. ``None`` for ``Never``."""
+    if value == EXPIRE_AFTER_NEVER:
+        return None
+    field = f"NodeClaim {nodeclaim} {EXPIRE_AFTER_FIELD}"
+    after: dt.timedelta | None = None
+    if value == value.strip():  # Go's time.ParseDuration refuses spaces
+        try:
+            after = durations.parse_duration(value)
+        except durations.DurationError:
+            after = None
+    if after is None:
+        return Problem(
+            node,
+            field,
+            f"{value!r} is neither a Go duration (720h, 1h30m) nor {EXPIRE_AFTER_NEVER!r}",
+        )
+    born = parse_instant(created)
+    if born is None:
+        return Problem(
+            node,
+            f"NodeClaim {nodeclaim} metadata.creationTimestamp",
+            f"{created!r} is not an RFC 3339 time",
+        )
+    at = born + after
+    reason = (
+        f"Karpenter expires NodeClaim {nodeclaim} at {times.format_time(at)} "
+        f"({EXPIRE_AFTER_FIELD}={value} from its creation {times.format_time(born)})"
+    )
+    return NodeDeadline(node, at, Announcer.KARPENTER_EXPIRY, reason)
 
 
 def from_maintenance(node: str, *, status: str, message: str) -> NodeDeadline | None:

@@ -52,11 +52,28 @@ def node_announced(doc: object) -> tuple[Announced, ...]:
 
 
 def nodeclaim_announced(doc: object) -> tuple[Announced, ...]:
-    """What a NodeClaim announces for its node (``status.nodeName``): Karpenter's termination
-    timestamp; nothing before it has a node or that annotation."""
+    """What a NodeClaim announces for its node (``status.nodeName``; nothing before it has one):
+    its expiry (``spec.expireAfter`` from its creation) while it is not being deleted (Karpenter
+    expires no NodeClaim being deleted), and Karpenter's termination timestamp once set."""
     name, annotations, status = _meta(doc)
-    value = annotations.get(deadlines.KARPENTER_TERMINATION)
     node = status.get("nodeName")
-    if not isinstance(value, str) or not isinstance(node, str) or not node:
+    if not isinstance(node, str) or not node:
         return ()
-    return (deadlines.from_karpenter(node, name, value),)
+    assert isinstance(doc, Mapping)
+    meta = mapping(doc.get("metadata"), "metadata")
+    found: list[Announced] = []
+    spec = doc.get("spec")
+    expire_after = spec.get("expireAfter") if isinstance(spec, Mapping) else None
+    if expire_after is not None and not meta.get("deletionTimestamp"):
+        expiry = deadlines.from_expire_after(
+            node,
+            name,
+            value=expire_after if isinstance(expire_after, str) else repr(expire_after),
+            created=str(meta.get("creationTimestamp", "")),
+        )
+        if expiry is not None:
+            found.append(expiry)
+    value = annotations.get(deadlines.KARPENTER_TERMINATION)
+    if isinstance(value, str):
+        found.append(deadlines.from_karpenter(node, name, value))
+    return tuple(found)
