@@ -4,9 +4,10 @@ plane: a NodePool whose nodes expire (``expireAfter``) under a ``terminationGrac
 Without graceguard (the loss): a pod Karpenter may not evict (``karpenter.sh/do-not-disrupt``) is
 deleted by Karpenter at the NodeClaim's ``karpenter.sh/nodeclaim-termination-timestamp`` minus the
 pod's own grace: a plain DELETE (no eviction, so no ``DisruptionTarget`` condition and nothing an
-eviction webhook could see), with no notice. With graceguard's controller the same deadline is
-an imminent Disruption (``controller.deadlines``): each pod is told and evicted with its whole
-grace before it, and one whose grace cannot fit is told ``DeadlineExceeded`` ahead of it.
+eviction webhook could see), with no notice. With graceguard's controller each NodeClaim's
+expiry (``spec.expireAfter`` from its creation) is read ahead as the node's deadline, an imminent
+Disruption (``controller.deadlines``): each pod is told and evicted with its whole grace before
+the expiry, and one whose grace cannot fit is told ``DeadlineExceeded`` ahead of it.
 """
 
 from __future__ import annotations
@@ -148,8 +149,83 @@ def _ended_by_graceguard(
     assert record["givenGraceSeconds"] == grace, record
 
 
+EXPIRY_EXPIRE_AFTER = 70  # seconds: the NodeClaims of the story with graceguard
+EXPIRY_TERMINATION_GRACE = "20s"
+LONG_GRACE = 30  # more than the terminationGracePeriod: cannot fit after the NodeClaim's deletion
+HUGE_GRACE = 90  # more than the node's whole life: cannot fit at all
+
+
+def expiry_of(kube: Client, node: str) -> datetime.datetime:
+    """When Karpenter expires the node's NodeClaim: its creation + ``spec.expireAfter``
+    (``pkg/controllers/nodeclaim/expiration/controller.go``)."""
+    claim = karpenter.claim_of(kube, node)
+    assert claim is not None, node
+    assert claim["spec"]["expireAfter"] == f"{EXPIRY_EXPIRE_AFTER}s", claim["spec"]
+    created = datetime.datetime.fromisoformat(claim["metadata"]["creationTimestamp"])
+    return created + datetime.timedelta(seconds=EXPIRY_EXPIRE_AFTER)
+
+
+def _bound(kube: Client, namespace: str, name: str) -> str:
+    def probe() -> str | None:
+        p = get_or_none(kube, Pod, name, namespace)
+        return p.spec.nodeName if p is not None and p.spec is not None else None
+
+    return wait_until(probe, timeout=90, what=f"{name} bound to a node")
+
+
+def _projected(kube: Client, namespace: str, name: str) -> None:
+    def projected() -> bool:
+        p = get_or_none(kube, Pod, name, namespace)
+        found = (p.metadata.annotations or {}) if p and p.metadata else {}
+        return found.get("karpenter.sh/do-not-disrupt") == "true"
+
+    wait_until(projected, timeout=20, what=f"do-not-disrupt projected on {name}")
+
+
+def _told_deadline_exceeded(
+    kube: Client, namespace: str, name: str, controller: gg.Controller
+) -> str:
+    """The message of the pod's ``DeadlineExceeded`` event, once there."""
+
+    def exceeded() -> str | None:
+        for reason, message, _ in _reasons_and_messages(kube, namespace, name):
+            if reason == "DeadlineExceeded":
+                return message
+        return None
+
+    try:
+        return wait_until(exceeded, timeout=60, what=f"DeadlineExceeded for {name}")
+    except TimeoutError:
+        print(json.dumps(gg.disruptions(kube), indent=1, default=str))
+        print(_reasons_and_messages(kube, namespace, name))
+        print(gg.output_of(controller))
+        raise
+
+
+def _evicted_with_whole_grace(
+    kube: Client, namespace: str, name: str, *, grace: int, by: datetime.datetime
+) -> None:
+    """``name`` told and evicted by graceguard through the Eviction API with its whole
+    ``grace``, ending by ``by``; no DELETE of Karpenter's (its ``Disrupted`` event)."""
+
+    def evicted() -> Pod | None:
+        p = get_or_none(kube, Pod, name, namespace)
+        return p if p is not None and p.metadata and p.metadata.deletionTimestamp else None
+
+    leaving = wait_until(evicted, timeout=90, what=f"graceguard to evict {name}")
+    assert leaving.metadata is not None and leaving.metadata.deletionTimestamp is not None
+    assert leaving.metadata.deletionGracePeriodSeconds == grace  # its own, whole
+    ends = leaving.metadata.deletionTimestamp
+    assert ends <= by, (name, ends, by)
+    assert condition(leaving, "DisruptionTarget") == "True"  # the Eviction API, not a DELETE
+    reasons = [r for r, _, _ in _reasons_and_messages(kube, namespace, name)]
+    assert "ScheduledEviction" in reasons and "Evicted" in reasons, (name, reasons)
+    assert "Disrupted" not in reasons, (name, reasons)  # Karpenter's delete
+    print(f"{name} evicted {ends} for the expiry {by}")
+
+
 @pytest.mark.timeout(300)
-def test_with_graceguard_every_pod_leaves_with_its_grace_before_karpenters_deadline(
+def test_with_graceguard_every_pod_leaves_with_its_grace_before_karpenters_expiry(
     control_plane: controlplane.ControlPlane,
     kube: Client,
     namespace: str,
@@ -157,98 +233,70 @@ def test_with_graceguard_every_pod_leaves_with_its_grace_before_karpenters_deadl
     controller: gg.Controller,
     ledger: str,
 ) -> None:
-    """The same expiry with graceguard's controller: the NodeClaim's termination timestamp is an
-    imminent Disruption (source ``karpenter-termination``, planned 5 s ahead of it). The
-    protected pod (``min-runtime: 1h``, 15 s grace) gets its ScheduledEviction, is evicted
-    through the Eviction API (``DisruptionTarget``) by graceguard and is gone with its whole grace
-    before the deadline; Karpenter deletes no pod of it (its log has no ``deleting pod`` for it).
-    The pod whose 60 s grace cannot fit in the 40 s is told ``DeadlineExceeded`` ahead of the
-    deadline, with the seconds it gets, and so is the Disruption's status. The controller's
-    ledger says who ended the job: graceguard, by its request, with the job's whole grace (a
-    Karpenter DELETE would be recorded as ``api-delete`` with no request and the time left)."""
+    """An expiry with graceguard's controller: each NodeClaim's ``spec.expireAfter`` (70 s) from
+    its creation is read ahead as the node's deadline, an imminent Disruption (source
+    ``karpenter-expiry``, planned 5 s ahead of it). Both protected pods (``min-runtime: 1h``)
+    get their ScheduledEviction and are evicted through the Eviction API (``DisruptionTarget``)
+    by graceguard, gone with their whole grace before the expiry, so Karpenter deletes neither
+    (its log has no ``deleting pod`` for them): the job (15 s) and the long pod (30 s, more
+    than the NodePool's 20 s ``terminationGracePeriod``: read only at the NodeClaim's deletion,
+    as before this was built, its grace could not fit, and Karpenter DELETEd it, ledger
+    ``api-delete``). The ledger records each end as graceguard's eviction with the whole
+    grace. A pod whose 90 s grace cannot fit in the node's 70 s life is told
+    ``DeadlineExceeded`` before the expiry, with the seconds it gets."""
     with karpenter.running(
         control_plane,
         kube,
         namespace,
         tmp_path,
-        expire_after=EXPIRE_AFTER,
-        termination_grace_period=TERMINATION_GRACE,
+        expire_after=f"{EXPIRY_EXPIRE_AFTER}s",
+        termination_grace_period=EXPIRY_TERMINATION_GRACE,
     ) as pool:
         protect = {"graceguard.io/min-runtime": "1h"}
-        for name, grace in (("job", GRACE), ("long", 60)):
+        for name, grace in (("job", GRACE), ("long", LONG_GRACE), ("huge", HUGE_GRACE)):
             pod = job_pod(name, pool, grace=grace, annotations=protect)
             assert pod.spec is not None
             pod.spec.containers[0].resources.requests = {"cpu": "500m", "memory": "64Mi"}  # type: ignore[union-attr]
             kube.create(pod, namespace=namespace)
-        job_node = running_on_pool_node(kube, namespace, "job")
-        long_node = running_on_pool_node(kube, namespace, "long")
+        nodes = {name: running_on_pool_node(kube, namespace, name) for name in ("job", "long")}
+        nodes["huge"] = _bound(kube, namespace, "huge")
         for name in ("job", "long"):  # graceguard projects the protection for Karpenter to see
+            _projected(kube, namespace, name)
+        expiry = {name: expiry_of(kube, node) for name, node in nodes.items()}
 
-            def projected(name: str = name) -> bool:
-                p = get_or_none(kube, Pod, name, namespace)
-                found = (p.metadata.annotations or {}) if p and p.metadata else {}
-                return found.get("karpenter.sh/do-not-disrupt") == "true"
-
-            wait_until(projected, timeout=20, what=f"do-not-disrupt projected on {name}")
-        deadline = termination_time(kube, job_node)
-        long_deadline = termination_time(kube, long_node)
-
-        # The Disruption graceguard opened for the job's node, imminent with the deadline.
+        # The Disruption graceguard opened for the job's node, imminent, ahead of the expiry.
         def opened() -> dict[str, object] | None:
             found = [
                 d
-                for d in gg.disruptions(kube, job_node)
-                if d["spec"]["source"] == "karpenter-termination"
+                for d in gg.disruptions(kube, nodes["job"])
+                if d["spec"]["source"] == "karpenter-expiry"
             ]
             return found[0] if found else None
 
-        dis = wait_until(opened, timeout=30, what="graceguard's Disruption for the node")
+        dis = wait_until(opened, timeout=60, what="graceguard's Disruption for the node")
         assert dis["spec"]["class"] == "imminent"  # type: ignore[index]
 
-        # The long pod: DeadlineExceeded before its node's deadline, with what it gets.
-        def exceeded() -> str | None:
-            for reason, message, _ in _reasons_and_messages(kube, namespace, "long"):
-                if reason == "DeadlineExceeded":
-                    return message
-            return None
-
-        try:
-            told = wait_until(exceeded, timeout=60, what="DeadlineExceeded for the long pod")
-        except TimeoutError:
-            print(json.dumps(gg.disruptions(kube), indent=1, default=str))
-            print(_reasons_and_messages(kube, namespace, "long"), job_node, long_node)
-            print(gg.output_of(controller))
-            raise
+        # The huge pod: DeadlineExceeded before its node's expiry, with what it gets.
+        told = _told_deadline_exceeded(kube, namespace, "huge", controller)
         told_at = datetime.datetime.now(datetime.UTC)
-        assert told_at < long_deadline, (told_at, long_deadline)
-        assert "needs 60s" in told and "it gets" in told, told
+        assert told_at < expiry["huge"], (told_at, expiry)
+        assert f"needs {HUGE_GRACE}s" in told and "it gets" in told, told
 
-        # The job: told, then evicted by graceguard with its whole grace before the deadline.
-        def evicted() -> Pod | None:
-            p = get_or_none(kube, Pod, "job", namespace)
-            return p if p is not None and p.metadata and p.metadata.deletionTimestamp else None
-
-        leaving = wait_until(evicted, timeout=90, what="graceguard to evict the job")
-        assert leaving.metadata is not None and leaving.metadata.deletionTimestamp is not None
-        assert leaving.metadata.deletionGracePeriodSeconds == GRACE  # its own grace, whole
-        assert leaving.metadata.deletionTimestamp <= deadline, (
-            leaving.metadata.deletionTimestamp,
-            deadline,
-        )
-        assert condition(leaving, "DisruptionTarget") == "True"  # the Eviction API, not a DELETE
-        reasons = [r for r, _, _ in _reasons_and_messages(kube, namespace, "job")]
-        assert "ScheduledEviction" in reasons and "Evicted" in reasons, reasons
-        assert "Disrupted" not in reasons, reasons  # Karpenter's delete
-
-        wait_until(
-            lambda: get_or_none(kube, Pod, "job", namespace) is None,
-            timeout=GRACE + 15,
-            what="the job to be gone",
-        )
-        assert datetime.datetime.now(datetime.UTC) <= deadline + datetime.timedelta(seconds=2)
+        # The job and the long pod: told, then evicted by graceguard, whole grace, in time.
+        for name, grace in (("long", LONG_GRACE), ("job", GRACE)):
+            _evicted_with_whole_grace(kube, namespace, name, grace=grace, by=expiry[name])
+        for name, grace in (("long", LONG_GRACE), ("job", GRACE)):
+            wait_until(
+                lambda name=name: get_or_none(kube, Pod, name, namespace) is None,  # type: ignore[misc]
+                timeout=grace + 15,
+                what=f"{name} to be gone",
+            )
+            gone = datetime.datetime.now(datetime.UTC)
+            assert gone <= expiry[name] + datetime.timedelta(seconds=2), (name, gone)
+            _ended_by_graceguard(control_plane, ledger, name, grace=grace)
         log = pool.log.read_text(errors="replace")
         deletes = [line for line in log.splitlines() if '"message":"deleting pod"' in line]
-        assert not any('"name":"job"' in line for line in deletes), deletes
-        _ended_by_graceguard(control_plane, ledger, "job", grace=GRACE)
-        print(gg.history(control_plane.kubeconfig, ledger, "--pod", "long"))
-        print(f"job evicted {leaving.metadata.deletionTimestamp} for deadline {deadline}; {told}")
+        for name in ("job", "long"):
+            assert not any(f'"name":"{name}"' in line for line in deletes), deletes
+        print(gg.history(control_plane.kubeconfig, ledger, "--pod", "huge"))
+        print(f"huge: {told}")
