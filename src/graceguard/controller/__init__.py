@@ -7,7 +7,7 @@ need going, through ports. From the top (the layers ``.importlinter`` keeps insi
 - ``recording``: the ledger, fed with graceguard's evictions (and the pod's last log lines,
   ``logs``) and every termination; ``aws_queue``: the AWS interruption queue's consumer, each
   message's effect decided in ``interruptions``; ``deadlines``: the deadlines nodes announce
-  (Karpenter's NodeClaim termination timestamp, ``graceguard.io/expires-at``,
+  (Karpenter's NodeClaim expiry and termination timestamp, ``graceguard.io/expires-at``,
   ``MaintenancePlanned``) opened as imminent Disruptions;
 - ``notify``: the policy's notify sinks; ``metrics``: what the rounds did, for Prometheus;
 - ``executor``: the one interpreter of the engine's actions; ``window_memory``: which pod it

@@ -1,9 +1,9 @@
 """The deadlines nodes and Karpenter's NodeClaims announce, kept by two informers
 (``controller.ports.Announcements``): Nodes (``graceguard.io/expires-at``, the
-``MaintenancePlanned`` condition) and ``karpenter.sh/v1`` NodeClaims (their termination
-timestamp), the latter optional: a cluster without Karpenter has no such resource, and the
-informer looks for it again every 30 s. Each object is kept as what it announces
-(``manifests.deadlines``), nothing more."""
+``MaintenancePlanned`` condition) and ``karpenter.sh/v1`` NodeClaims (their expiry,
+``spec.expireAfter`` from creation, and their termination timestamp), the latter optional: a
+cluster without Karpenter has no such resource, and the informer looks for it again every 30 s.
+Each object is kept as what it announces (``manifests.deadlines``), nothing more."""
 
 from __future__ import annotations
 
