@@ -69,15 +69,6 @@ def node_patch(annotations: dict[str, str]) -> dict[str, Any] | None:
     return {"metadata": {"annotations": node_hold.annotation_changes(request_id=None)}}
 
 
-def _doc(found: object) -> dict[str, Any]:
-    if isinstance(found, dict):
-        return found
-    to_dict = getattr(found, "to_dict", None)
-    if not callable(to_dict):
-        raise TypeError(f"not an API object: {type(found).__name__}")
-    return dict(to_dict())
-
-
 def _annotations(doc: dict[str, Any]) -> dict[str, str]:
     return dict((doc.get("metadata") or {}).get("annotations") or {})
 
@@ -110,7 +101,7 @@ async def controller_gone(
 async def retract(client: lightkube.AsyncClient) -> Retracted:
     pods = 0
     async for found in client.list(resources.Pod, namespace="*"):
-        doc = _doc(found)
+        doc = resources.document(found)
         patch = pod_patch(_annotations(doc))
         if patch is None:
             continue
@@ -131,7 +122,7 @@ async def retract(client: lightkube.AsyncClient) -> Retracted:
     released = untainted = uncordoned = 0
     agent = node_agent.KubeNodeCluster(client)
     async for found in client.list(resources.Node):
-        doc = _doc(found)
+        doc = resources.document(found)
         name = doc["metadata"]["name"]
         patch = node_patch(_annotations(doc))
         if patch is not None:

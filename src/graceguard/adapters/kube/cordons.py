@@ -22,15 +22,6 @@ from graceguard.domain import node_cordon
 ATTEMPTS = 5
 
 
-def _doc(found: object) -> dict[str, Any]:
-    if isinstance(found, dict):
-        return found
-    to_dict = getattr(found, "to_dict", None)
-    if not callable(to_dict):
-        raise TypeError(f"not an API object: {type(found).__name__}")
-    return dict(to_dict())
-
-
 def unschedulable_set_by(metadata: Mapping[str, Any]) -> frozenset[str]:
     """The field managers the API server records as owning ``spec.unschedulable``
     (``metadata.managedFields``, FieldsV1): who set it last."""
@@ -49,7 +40,7 @@ async def cordon(client: lightkube.AsyncClient, *, node: str, request_id: str) -
     """Cordon ``node`` for ``request_id`` with graceguard's mark; ``False`` when it was cordoned
     already (by anyone: left as it is, not marked)."""
     for _ in range(ATTEMPTS):
-        doc = _doc(await client.get(resources.Node, node))
+        doc = resources.document(await client.get(resources.Node, node))
         if (doc.get("spec") or {}).get("unschedulable"):
             return False
         patch = {
@@ -105,7 +96,7 @@ async def take_back(
                 return node_cordon.Retraction.NONE
             if err.status.code != 409:
                 raise
-            doc = _doc(await client.get(resources.Node, name))
+            doc = resources.document(await client.get(resources.Node, name))
             continue
         return decision
     raise RuntimeError(f"node {name} kept changing under the uncordon ({ATTEMPTS} conflicts)")

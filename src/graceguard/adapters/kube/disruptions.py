@@ -224,7 +224,7 @@ class DisruptionStore:
                 labels={disruptions.NODE_LABEL: disruptions.label_value(node)},
             ):
                 try:
-                    request = disruptions.request_from_object(_doc(obj))
+                    request = disruptions.request_from_object(resources.document(obj))
                 except ManifestError:
                     continue
                 if _open_node_wide(request, node):
@@ -244,7 +244,7 @@ class DisruptionStore:
                 resources.Disruption,
                 labels={disruptions.NODE_LABEL: disruptions.label_value(node)},
             ):
-                doc = _doc(obj)
+                doc = resources.document(obj)
                 read = entry(doc)
                 if read.request is not None and read.request.node == node:
                     version = str((doc.get("metadata") or {}).get("resourceVersion") or "")
@@ -257,7 +257,7 @@ class DisruptionStore:
 
     async def _get(self, name: str) -> dict[str, Any] | None:
         try:
-            return _doc(await self._api.get(resources.Disruption, name))
+            return resources.document(await self._api.get(resources.Disruption, name))
         except ApiError as err:
             if err.status.code == 404:
                 return None
@@ -350,10 +350,3 @@ def _open_node_wide(request: disruption.DisruptionRequest, node: str) -> bool:
     """A Disruption of ``node`` covering the node (not one pod), not Done or Cancelled."""
     finished = request.status is not None and request.status.phase in FINISHED
     return request.node == node and request.scope is not disruption.Scope.POD and not finished
-
-
-def _doc(obj: object) -> dict[str, Any]:
-    if isinstance(obj, dict):
-        return obj
-    to_dict = getattr(obj, "to_dict", None)
-    return typing.cast(dict[str, Any], to_dict() if callable(to_dict) else dict(obj))  # type: ignore[call-overload]

@@ -13,7 +13,6 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import os
-import typing
 from collections.abc import Sequence
 from typing import Any
 
@@ -69,13 +68,13 @@ class KubeNodeCluster:
             resources.Pod, namespace="*", fields={"spec.nodeName": node}
         ):
             try:
-                found.append(pods.pod_from_manifest(_doc(raw)))
+                found.append(pods.pod_from_manifest(resources.document(raw)))
             except ManifestError as err:
                 log.warning("a pod on %s cannot be read: %s", node, err)
         return found
 
     async def node_state(self, node: str) -> ports.NodeState:
-        doc = _doc(await self._client.get(resources.Node, node))
+        doc = resources.document(await self._client.get(resources.Node, node))
         spec = doc.get("spec") or {}
         taints = spec.get("taints") or []
         return ports.NodeState(
@@ -88,7 +87,7 @@ class KubeNodeCluster:
         off, ``spec.unschedulable: false`` when it goes back in service; a read-modify-write of
         its taints over the version read, tried again on a conflict."""
         for _ in range(5):
-            doc = _doc(await self._client.get(resources.Node, node))
+            doc = resources.document(await self._client.get(resources.Node, node))
             spec = doc.get("spec") or {}
             taints = [t for t in spec.get("taints") or [] if t.get("key") != TAINT]
             if hold.keep_daemons_off:
@@ -131,7 +130,7 @@ class KubeNodeCluster:
             if err.status.code == 404:
                 return policy.DEFAULT
             raise
-        return policy.in_force(policies.policy_entry(_doc(raw)))
+        return policy.in_force(policies.policy_entry(resources.document(raw)))
 
     async def pod_event(self, *, pod: cluster.Pod, reason: str, message: str) -> None:
         await self._client.create(
@@ -160,10 +159,3 @@ class KubeNodeCluster:
                 reporting_instance=self._instance,
             )
         )
-
-
-def _doc(obj: object) -> dict[str, Any]:
-    if isinstance(obj, dict):
-        return obj
-    to_dict = getattr(obj, "to_dict", None)
-    return typing.cast(dict[str, Any], to_dict() if callable(to_dict) else dict(obj))  # type: ignore[call-overload]

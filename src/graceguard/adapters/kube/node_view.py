@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import datetime as dt
-import typing
 from collections.abc import Iterable
 from typing import Any
 
@@ -49,10 +48,10 @@ class NodeView:
     async def refresh(self) -> None:
         """Read the node, its pods and what planning them needs, now."""
         versions: dict[str, str] = {}
-        node_doc = _doc(await self._client.get(resources.Node, self.node))
+        node_doc = resources.document(await self._client.get(resources.Node, self.node))
         versions[f"node:{self.node}"] = _version(node_doc)
         on_node = [
-            _doc(raw)
+            resources.document(raw)
             async for raw in self._client.list(
                 resources.Pod, namespace="*", fields={"spec.nodeName": self.node}
             )
@@ -106,21 +105,24 @@ class NodeView:
         list[cluster.Workload],
         list[view.ReplicaSetEntry],
     ]:
-        pods = [_doc(p) async for p in self._client.list(resources.Pod, namespace=namespace)]
+        pods = [
+            resources.document(p)
+            async for p in self._client.list(resources.Pod, namespace=namespace)
+        ]
         budgets = [
-            objects.budget_from_manifest(_doc(b))
+            objects.budget_from_manifest(resources.document(b))
             async for b in self._client.list(resources.PodDisruptionBudget, namespace=namespace)
         ]
         deployments = [
-            objects.workload_from_manifest(_doc(d), kind="Deployment")
+            objects.workload_from_manifest(resources.document(d), kind="Deployment")
             async for d in self._client.list(resources.Deployment, namespace=namespace)
         ]
         statefulsets = [
-            objects.workload_from_manifest(_doc(s), kind="StatefulSet")
+            objects.workload_from_manifest(resources.document(s), kind="StatefulSet")
             async for s in self._client.list(resources.StatefulSet, namespace=namespace)
         ]
         replica_sets = [
-            view.replica_set_entry(_doc(r))
+            view.replica_set_entry(resources.document(r))
             async for r in self._client.list(resources.ReplicaSet, namespace=namespace)
         ]
         return pods, budgets, deployments, statefulsets, replica_sets
@@ -151,13 +153,6 @@ class NodeView:
 
 def _version(doc: dict[str, Any]) -> str:
     return str((doc.get("metadata") or {}).get("resourceVersion") or "")
-
-
-def _doc(obj: object) -> dict[str, Any]:
-    if isinstance(obj, dict):
-        return obj
-    to_dict = getattr(obj, "to_dict", None)
-    return typing.cast(dict[str, Any], to_dict() if callable(to_dict) else dict(obj))  # type: ignore[call-overload]
 
 
 class NodeDrain:
