@@ -34,6 +34,8 @@ from .test_chart_render import ROOT, one, rendered
 CHART_DIR = ROOT / "deploy" / "helm" / "graceguard"
 DASHBOARD_FILE = CHART_DIR / "dashboards" / "graceguard.json"
 SCRAPE_LABELS = {"namespace", "pod", "job", "instance", "service", "container", "endpoint"}
+AGENT_SCRAPE_LABELS = SCRAPE_LABELS | {"node"}
+"""The agents' PodMonitor also gives each series the node its pod runs on."""
 SUFFIXES = {
     "counter": ("_total", "_created"),
     "gauge": ("",),
@@ -81,7 +83,9 @@ def check_expr(expr: str) -> list[str]:
     used = set(METRIC.findall(expr))
     problems = [f"{expr!r}: names no graceguard metric"] if not used else []
     problems += [f"{expr!r}: {n} is not a metric graceguard exposes" for n in used - set(EXPOSED)]
-    known = set().union(*(EXPOSED.get(n, set()) for n in used)) | SCRAPE_LABELS
+    agents_only = bool(used) and all(n.startswith("graceguard_agent_") for n in used)
+    scrape = AGENT_SCRAPE_LABELS if agents_only else SCRAPE_LABELS
+    known = set().union(*(EXPOSED.get(n, set()) for n in used)) | scrape
     labels = {lb.strip() for group in BY.findall(expr) for lb in group.split(",") if lb.strip()}
     labels |= set(MATCHER.findall(expr))
     problems += [f"{expr!r}: label {lb} is on none of its metrics" for lb in labels - known]
@@ -97,6 +101,8 @@ def test_the_metric_names_come_from_the_code() -> None:
     assert "graceguard_evictions" not in EXPOSED  # a counter is scraped as _total
     assert check_expr('rate(graceguard_nope_total{namespace="x"}[5m])') != []
     assert check_expr("sum by (colour) (graceguard_protected_pods)") != []
+    assert check_expr("max by (node) (graceguard_agent_lock_held)") == []
+    assert check_expr("sum by (node) (graceguard_premature_terminations_total)") != []
 
 
 @pytest.fixture(scope="module")
@@ -167,6 +173,9 @@ def test_the_alerts_asked_for_are_there(rules: dict[str, dict[str, Any]]) -> Non
         "GraceguardDeadlineExceeded",
         "GraceguardWebhookErrors",
         "GraceguardWebhookAbsent",
+        "GraceguardAgentNoLock",
+        "GraceguardAgentDelayShort",
+        "GraceguardAgentAbsent",
     } <= set(rules)
     for name, rule in rules.items():
         assert rule["labels"]["severity"] in {"warning", "critical"}, name
@@ -194,6 +203,33 @@ def test_the_webhook_is_scraped_when_the_rules_read_it(observability: list[dict[
     assert selected == {"controller", "webhook"}
     service = one(observability, "Service", "graceguard-webhook")
     assert "metrics" in {p["name"] for p in service["spec"]["ports"]}
+
+
+def test_the_agents_are_scraped_on_their_pods_with_their_node(
+    observability: list[dict[str, Any]],
+) -> None:
+    """The DaemonSet has no Service: a PodMonitor selects its pods by the labels the DaemonSet
+    gives them, on the port its container names, and labels each series with the pod's node
+    (the agent alerts group by it)."""
+    monitor = one(observability, "PodMonitor")
+    daemonset = one(observability, "DaemonSet")
+    pod_labels = daemonset["spec"]["template"]["metadata"]["labels"]
+    selector = monitor["spec"]["selector"]["matchLabels"]
+    assert selector.items() <= pod_labels.items()
+    assert selector["app.kubernetes.io/component"] == "agent"
+    (endpoint,) = monitor["spec"]["podMetricsEndpoints"]
+    (container,) = daemonset["spec"]["template"]["spec"]["containers"]
+    assert endpoint["port"] in {p["name"] for p in container["ports"]}
+    assert {
+        "sourceLabels": ["__meta_kubernetes_pod_node_name"],
+        "targetLabel": "node",
+    } in endpoint["relabelings"]
+
+
+def test_the_agent_alerts_name_the_node(rules: dict[str, dict[str, Any]]) -> None:
+    for name in ("GraceguardAgentNoLock", "GraceguardAgentDelayShort"):
+        assert "by (namespace, node)" in rules[name]["expr"], name
+        assert "$labels.node" in rules[name]["annotations"]["description"], name
 
 
 def test_neither_is_rendered_by_default() -> None:
