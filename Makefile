@@ -181,9 +181,9 @@ node-deps:
 
 ## e2e: tests against the real control plane (tests/e2e)
 e2e: cluster-build chart postgres dbusmock
-	$(PY) -m pytest tests/e2e -q
+	$(PY) -m pytest tests/e2e -q --durations=15
 
 ## node: the real-node tier (tests/node): the control plane with two real nodes, graceguard's image
 ## installed with helm in pods, a workload that gets its SIGTERM (hack/realnode.py)
 node: cluster-build node-deps image helm
-	$(PY) -m pytest tests/node -q
+	$(PY) -m pytest tests/node -q --durations=10
