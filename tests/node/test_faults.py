@@ -358,7 +358,15 @@ def _leader_killed(  # noqa: PLR0915 - one story, in order
         posted = _posted(shell, namespace)
         return set(posted) <= set(receiver.delivered())
 
-    wait_until(settled, timeout=30, what="every posted notice delivered", interval=0.5)
+    # The new leader sends the outbox's notices in turn, each retried with its backoff (1, 2, 4,
+    # 8 s) when the receiver does not answer: 60 s covers one notice's whole backoff and more.
+    try:
+        wait_until(settled, timeout=60, what="every posted notice delivered", interval=0.5)
+    except TimeoutError as err:
+        missing = sorted(set(_posted(shell, namespace)) - set(receiver.delivered()))
+        raise AssertionError(
+            f"posted but never delivered: {missing}; delivered: {receiver.delivered()}"
+        ) from err
     delivered = receiver.delivered()
     print(f"failover {failover:.1f}s, leaders {first} -> {second}; delivered: {delivered}")
     assert len(delivered) == len(set(delivered)), delivered
