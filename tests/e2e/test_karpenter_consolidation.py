@@ -142,6 +142,45 @@ def _pool(
         yield pool
 
 
+def _projected(kube: Client, namespace: str) -> str | None:
+    """The story pod's ``karpenter.sh/do-not-disrupt``, as graceguard projects it."""
+    p = get_or_none(kube, Pod, "work", namespace)
+    found = (p.metadata.annotations or {}) if p and p.metadata else {}
+    return found.get("karpenter.sh/do-not-disrupt")
+
+
+def _held_until_retracted(
+    kube: Client,
+    namespace: str,
+    node: str,
+    *,
+    protected_until: datetime.datetime,
+    what: str,
+) -> str:
+    """Karpenter's DisruptionBlocked on ``node`` (its message, returned), the node neither
+    disrupted (``what``: picked, replaced) nor the pod evicted while it is protected, then the
+    projection retracted and the node disrupted and the pod evicted after its protection."""
+
+    def blocked() -> str | None:
+        for reason, message in _node_events(kube, node):
+            if reason == "DisruptionBlocked" and message.startswith(BLOCKED):
+                return message
+        return None
+
+    said = wait_until(blocked, timeout=40, what="Karpenter's DisruptionBlocked on the node")
+    while datetime.datetime.now(datetime.UTC) < protected_until - datetime.timedelta(seconds=1):
+        assert not _disrupting(kube, node), f"Karpenter {what} the protected node"
+        assert _leaving(kube, namespace, "work") is None, "evicted while protected"
+        time.sleep(1)
+    wait_until(
+        lambda: _projected(kube, namespace) is None, timeout=20, what="the projection retracted"
+    )
+    wait_until(lambda: _disrupting(kube, node), timeout=90, what="Karpenter to pick it after")
+    wait_until(lambda: _leaving(kube, namespace, "work"), timeout=60, what="the pod evicted")
+    assert datetime.datetime.now(datetime.UTC) >= protected_until
+    return said
+
+
 @pytest.mark.timeout(240)
 def test_without_graceguard_karpenter_consolidates_the_node_while_the_pod_works(
     control_plane: controlplane.ControlPlane,
@@ -177,29 +216,14 @@ def test_with_graceguard_karpenter_skips_the_protected_node_until_the_projection
         protect = {"graceguard.io/min-runtime": f"{PROTECTED}s"}
         node = _under_used_node(kube, namespace, pool, name="work", annotations=protect)
         protected_until = _started(kube, namespace, "work") + datetime.timedelta(seconds=PROTECTED)
-
-        def annotation() -> str | None:
-            p = get_or_none(kube, Pod, "work", namespace)
-            found = (p.metadata.annotations or {}) if p and p.metadata else {}
-            return found.get("karpenter.sh/do-not-disrupt")
-
-        wait_until(lambda: annotation() == "true", timeout=20, what="do-not-disrupt projected")
-
-        def blocked() -> str | None:
-            for reason, message in _node_events(kube, node):
-                if reason == "DisruptionBlocked" and message.startswith(BLOCKED):
-                    return message
-            return None
-
-        said = wait_until(blocked, timeout=40, what="Karpenter's DisruptionBlocked on the node")
-        while datetime.datetime.now(datetime.UTC) < protected_until - datetime.timedelta(seconds=1):
-            assert not _disrupting(kube, node), "Karpenter picked the protected node"
-            assert _leaving(kube, namespace, "work") is None, "evicted while protected"
-            time.sleep(1)
-        wait_until(lambda: annotation() is None, timeout=20, what="the projection retracted")
-        wait_until(lambda: _disrupting(kube, node), timeout=90, what="Karpenter to pick it after")
-        wait_until(lambda: _leaving(kube, namespace, "work"), timeout=60, what="the pod evicted")
-        assert datetime.datetime.now(datetime.UTC) >= protected_until
+        wait_until(
+            lambda: _projected(kube, namespace) == "true",
+            timeout=20,
+            what="do-not-disrupt projected",
+        )
+        said = _held_until_retracted(
+            kube, namespace, node, protected_until=protected_until, what="picked"
+        )
         print(f"blocked: {said}; protected until {protected_until}")
 
 
@@ -343,12 +367,6 @@ def test_with_graceguard_karpenter_replaces_the_drifted_node_after_the_projectio
     graceguard retracts it at the end of the pod's ``min-runtime: 60s``."""
     with karpenter.running(control_plane, kube, namespace, tmp_path) as pool:
         protect = {"graceguard.io/min-runtime": f"{PROTECTED}s"}
-
-        def annotation() -> str | None:
-            p = get_or_none(kube, Pod, "work", namespace)
-            found = (p.metadata.annotations or {}) if p and p.metadata else {}
-            return found.get("karpenter.sh/do-not-disrupt")
-
         node = _drifting_node(
             control_plane,
             kube,
@@ -356,24 +374,13 @@ def test_with_graceguard_karpenter_replaces_the_drifted_node_after_the_projectio
             pool,
             annotations=protect,
             before=lambda: wait_until(
-                lambda: annotation() == "true", timeout=20, what="do-not-disrupt projected"
+                lambda: _projected(kube, namespace) == "true",
+                timeout=20,
+                what="do-not-disrupt projected",
             ),
         )
         protected_until = _started(kube, namespace, "work") + datetime.timedelta(seconds=PROTECTED)
-
-        def blocked() -> str | None:
-            for reason, message in _node_events(kube, node):
-                if reason == "DisruptionBlocked" and message.startswith(BLOCKED):
-                    return message
-            return None
-
-        said = wait_until(blocked, timeout=40, what="Karpenter's DisruptionBlocked on the node")
-        while datetime.datetime.now(datetime.UTC) < protected_until - datetime.timedelta(seconds=1):
-            assert not _disrupting(kube, node), "Karpenter replaced the protected node"
-            assert _leaving(kube, namespace, "work") is None, "evicted while protected"
-            time.sleep(1)
-        wait_until(lambda: annotation() is None, timeout=20, what="the projection retracted")
-        wait_until(lambda: _disrupting(kube, node), timeout=90, what="Karpenter to pick it after")
-        wait_until(lambda: _leaving(kube, namespace, "work"), timeout=60, what="the pod evicted")
-        assert datetime.datetime.now(datetime.UTC) >= protected_until
+        said = _held_until_retracted(
+            kube, namespace, node, protected_until=protected_until, what="replaced"
+        )
         print(f"drift blocked: {said}; protected until {protected_until}")
