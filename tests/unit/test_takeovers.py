@@ -184,6 +184,10 @@ def test_the_evictor_gone_quiet_ends_the_takeover_releasing_what_graceguard_put_
     assert of(act.Uncordon, r) == [act.Uncordon("n1", "r0")]
     assert of(act.HoldNode, r) == [act.HoldNode("n1", None)]
     assert not of(act.ForceDelete, r) and not of(act.DrainComplete, r)
+    # Whoever sees Cancelled finds the node let go: the executor carries node-wide actions out
+    # in order, and CI once read the node between the status and the release.
+    releases = (act.Uncordon, act.HoldNode, act.ReportDisruption)
+    assert [type(a) for a in r.actions if isinstance(a, releases)] == list(releases)
 
     # A second before the quiet period is over: it goes on.
     early = run(

@@ -575,7 +575,10 @@ class _NodePlanner:
     def _end_given_up(self, node: cluster.Node | None) -> None:
         """End the taken-over requests whose evictor gave up while only budgets hold their pods
         (``takeovers.given_up``): Cancelled with why; the cordon graceguard put on the node for
-        one taken back, and the node's hold once every request on it ended."""
+        one taken back, and the node's hold once every request on it ended. The node is let go
+        before the status says Cancelled (the executor carries node-wide actions out in order),
+        so whoever sees Cancelled finds the node released."""
+        ended: list[act.Action] = []
         for r in self.requests:
             if not r.taken_over or takeovers.forces_past_budget(r):
                 continue
@@ -596,7 +599,7 @@ class _NodePlanner:
             status = disruption.DisruptionStatus(
                 disruption.Phase.CANCELLED, completed_at=self.now, message=message
             )
-            self.out.append(act.ReportDisruption(r.id, r.node, status))
+            ended.append(act.ReportDisruption(r.id, r.node, status))
             if node is not None and node.unschedulable and node.cordoned_for == r.id:
                 self.out.append(act.Uncordon(self.node, r.id))
         if (
@@ -605,6 +608,7 @@ class _NodePlanner:
             and self.completed >= {r.id for r in self.requests}
         ):
             self.out.append(act.HoldNode(self.node, None))
+        self.out.extend(ended)
 
     def _complete(self, live: list[cluster.Pod]) -> None:
         """Requests whose pods are all gone are done: a pod request once its pod is, the others
