@@ -49,6 +49,7 @@ from lightkube.resources.core_v1 import Event, Node, Pod
 
 import controlplane
 import logindmock
+from graceguard.domain import annotations as ann
 from graceguard.domain import durations, times
 
 from . import graceguard_proc as gg
@@ -346,6 +347,8 @@ def test_cancelled_shutdown_restores_the_node(
         )
         restored = _node_spec(kube, node)
         assert not restored.get("unschedulable")
+        marks = kube.get(Node, node).metadata
+        assert ann.CORDONED_FOR not in ((marks.annotations or {}) if marks else {})
         assert not any(t["key"] == "graceguard.io/shutdown" for t in restored.get("taints") or [])
         assert _ours(mock), "the lock was not kept after the cancel"
         time.sleep(3)  # a controller round planned before the cancel does not undo it

@@ -23,7 +23,7 @@ from lightkube.types import PatchType
 from graceguard.adapters.kube import disruptions as kube_disruptions
 from graceguard.adapters.kube import events, resources
 from graceguard.agent import ports
-from graceguard.domain import cluster, disruption, policy, times
+from graceguard.domain import cluster, disruption, node_cordon, policy, times
 from graceguard.manifests import pods, policies
 from graceguard.manifests.errors import ManifestError
 
@@ -84,8 +84,9 @@ class KubeNodeCluster:
 
     async def hold_node(self, *, node: str, hold: ports.NodeHold) -> None:
         """``hold`` on the node: the ``NoSchedule`` shutdown taint while DaemonSet pods are kept
-        off, ``spec.unschedulable: false`` when it goes back in service; a read-modify-write of
-        its taints over the version read, tried again on a conflict."""
+        off, ``spec.unschedulable: false`` and no ``graceguard.io/cordoned-for`` when it goes
+        back in service; a read-modify-write of its taints over the version read, tried again on
+        a conflict."""
         for _ in range(5):
             doc = resources.document(await self._client.get(resources.Node, node))
             spec = doc.get("spec") or {}
@@ -96,8 +97,9 @@ class KubeNodeCluster:
                 "metadata": {"resourceVersion": doc["metadata"]["resourceVersion"]},
                 "spec": {"taints": taints},
             }
-            if hold.back_in_service:
+            if hold.back_in_service:  # uncordoned, graceguard's cordon mark with it
                 patch["spec"]["unschedulable"] = False
+                patch["metadata"]["annotations"] = node_cordon.annotation_changes(request_id=None)
             try:
                 await self._client.patch(resources.Node, node, patch, patch_type=PatchType.MERGE)
                 return
