@@ -148,3 +148,19 @@ def test_nodes_without_an_agent() -> None:
     assert [(f.kind, f.name) for f in none if f.check == "no-node-agent"] == [
         ("DaemonSet", "graceguard agent")
     ]
+
+
+def test_shutdown_grace_zero_on_a_node_whose_agent_holds_the_shutdown() -> None:
+    """The fix the finding names ("or run graceguard's node agent there") clears it: the agent
+    takes logind's delay lock and drains the node before the shutdown goes on. A kubelet whose
+    own shutdown share is too short is still reported there: it stops pods at the same
+    PrepareForShutdown, whatever the agent does."""
+    pods = [
+        pod("agent-a", node="a", grace=30, labels=AGENT),
+        pod("agent-b", node="b", grace=30, labels=AGENT),
+        pod("long", node="b", grace=600),
+    ]
+    found = run(pods, {"a": CONFIGZ_OFF, "b": CONFIGZ_ON, "c": CONFIGZ_OFF})
+    by_node = {f.name: f for f in found if f.check == "kubelet-shutdown-grace"}
+    assert sorted(by_node) == ["b", "c"]
+    assert "is 0" in by_node["c"].risk and "ns/long" in by_node["b"].risk
