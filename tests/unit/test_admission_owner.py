@@ -10,6 +10,7 @@ tests/e2e/test_eviction_webhook.py (its floor story needs this owner)."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any, cast
 
 from graceguard.adapters.kube import admission_state, informer, view
@@ -89,3 +90,28 @@ def test_the_owners_read_from_the_store_as_it_stands() -> None:
     assert cluster.owned_by(cluster.WorkloadRef("ReplicaSet", "other", "api-7d9f"), owners) == (
         cluster.WorkloadRef("ReplicaSet", "other", "api-7d9f")
     )
+
+
+def test_the_webhook_watches_namespaces_and_its_facts_carry_their_labels() -> None:
+    """A ``spec.protect[].namespaceSelector`` rule at the webhook needs the Namespaces' labels:
+    the webhook runs the Namespace informer (the chart's webhook ClusterRole lets it list and
+    watch them) and each build of the facts carries what it holds, with the Deployment's Ready
+    pods and pods on their way through its ReplicaSet (the surge rule)."""
+    state = admission_state.LiveAdmissionState(cast(Any, None))
+    cluster_view = state._view
+    assert cluster_view.namespaces in state.informers
+    raw_ns = {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": "web", "labels": {"team": "batch"}},
+    }
+    cluster_view.namespaces.store["web"] = view.namespace_labels(raw_ns)
+    rs = _replica_set("api-7d9f", ("Deployment", "api"))
+    cluster_view.replicasets.store[informer.object_key(rs)] = view.replica_set_entry(rs)
+    starting = _pod("starting", ("ReplicaSet", "api-7d9f"))
+    starting["status"]["conditions"] = [{"type": "Ready", "status": "False"}]
+    cluster_view.pods.store[informer.object_key(starting)] = view.compact_pod(starting)
+    asyncio.run(state.rebuild())
+    facts = state.facts()
+    assert facts.namespaces == {"web": {"team": "batch"}}
+    assert facts.coming == {DEPLOY.key: 1}  # Running, not Ready: on its way

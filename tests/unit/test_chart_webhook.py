@@ -32,6 +32,7 @@ WEBHOOK_PERMISSIONS: dict[tuple[str, str], set[str]] = {
     ("apps", "replicasets"): {"list", "watch"},
     ("graceguard.io", "disruptionpolicies"): {"list", "watch"},
     ("", "nodes"): {"list", "watch"},
+    ("", "namespaces"): {"list", "watch"},  # protect[].namespaceSelector
     ("graceguard.io", "disruptions"): {"list", "watch", "create"},
 }
 

@@ -337,3 +337,94 @@ def test_the_webhook_refuses_another_evictor_while_the_surge_runs() -> None:
         pod=surging, pol=pol, now=NOW, source=admission.EVICTION_API, trusted=True
     )
     assert trusted.allowed  # graceguard's own eviction once the new pod is Ready
+
+
+NO_FLOOR = policy.Policy(default_min_available=None, takeover=())
+"""No floor, no takeover: nothing but a surge would hold the last Ready replica."""
+
+
+def facts(*pods: cluster.Pod, workload: cluster.Workload | None = None) -> admission.Facts:
+    return admission.FactsBuilder(
+        workloads=[workload or web()], budgets=[], owners={}, pol=policy.DEFAULT
+    ).build(list(pods))
+
+
+def gap(
+    p: cluster.Pod,
+    *others: cluster.Pod,
+    requests: list[disruption.DisruptionRequest] | None = None,
+    pol: policy.Policy | None = None,
+    workload: cluster.Workload | None = None,
+    pending: int = 0,
+) -> admission.Verdict:
+    """kubectl drain's retry of ``p``, its eviction time come, before the round that starts the
+    surge: no ``surge-at`` on it yet, no floor, no PDB, no takeover."""
+    pol = pol or NO_FLOOR
+    found = facts(p, *others, workload=workload)
+    drained_by = admission.drain_of(p, drain() if requests is None else requests)
+    return admission.admit(
+        pod=p,
+        pol=pol,
+        now=NOW,
+        source=admission.EVICTION_API,
+        drain=drained_by,
+        replicas=found.replicas_of(p, pending) if drained_by is not None else None,
+    )
+
+
+def test_the_webhook_refuses_in_the_gap_before_the_surge_starts() -> None:
+    """The controller's round would start the surge for this pod (``StartSurge``); the webhook,
+    asked the same question over its own counts, refuses the retry that comes first."""
+    verdict = gap(due())
+    assert (verdict.allowed, verdict.rule) == (False, admission.Rule.SURGE)
+    assert verdict.until is None  # when the new pod is Ready nobody knows yet
+    assert verdict.reason.startswith("graceguard's drain r0 brings a new pod of Deployment web up")
+    assert "(a surge: 1 Ready, 0 on their way)" in verdict.reason
+    no_floor = policy.Policy(default_min_available=None)
+    assert any(isinstance(a, act.StartSurge) for a in plan(due(), pol=no_floor).actions)
+    # A replacement on its way (not Ready yet) is waited for too.
+    assert gap(due(), fresh(ready=False)).rule is admission.Rule.SURGE
+
+
+@pytest.mark.parametrize(
+    ("others", "kw", "why"),
+    [
+        ((fresh(),), {}, "a new pod is Ready: a Ready replica stays"),
+        ((), {"requests": []}, "no graceguard drain removes the pod: nobody would surge"),
+        ((), {"requests": drain(disruption.DisruptionClass.IMMINENT)}, "imminent: no surge"),
+        ((), {"pol": dataclasses.replace(NO_FLOOR, surge_max_wait=dt.timedelta(0))}, "surges off"),
+        ((), {"workload": web(1, rollouts.Rollout(recreate=True))}, "the rollout cannot surge"),
+    ],
+)
+def test_the_webhook_leaves_the_gap_to_the_budgets_where_no_surge_stands(
+    others: tuple[cluster.Pod, ...], kw: dict[str, object], why: str
+) -> None:
+    verdict = gap(due(), *others, **kw)  # type: ignore[arg-type]
+    assert (verdict.allowed, verdict.rule) == (True, admission.Rule.UNPROTECTED), why
+
+
+def test_an_eviction_admitted_in_flight_counts_as_a_ready_replica_gone() -> None:
+    """Two Ready replicas on the drained node, kubectl drain evicting both at once: the first
+    goes (one stays Ready), the second, with the first admitted but not in the facts yet, is
+    the last Ready one (``Facts.replicas_of`` with ``pending``, as ``Surges.took``)."""
+    a, b = due("web-a"), due("web-b")
+    assert gap(a, b, workload=web(2)).allowed
+    refused = gap(b, a, workload=web(2), pending=1)
+    assert refused.rule is admission.Rule.SURGE
+    assert "(a surge: 1 Ready, 1 on their way)" in refused.reason
+
+
+def test_the_facts_count_a_deployments_replicas_through_its_replicasets() -> None:
+    rs = cluster.WorkloadRef("ReplicaSet", "ns", "web-5d4f")
+    owned = [
+        dataclasses.replace(due("web-a"), workload=rs),
+        dataclasses.replace(fresh("web-b", ready=False), workload=rs),
+        dataclasses.replace(fresh("web-c", ready=False), workload=rs, deleting_since=NOW),
+        dataclasses.replace(fresh("web-d"), workload=rs, phase=cluster.PodPhase.SUCCEEDED),
+    ]
+    found = admission.FactsBuilder(
+        workloads=[web(2)], budgets=[], owners={rs.key: WEB}, pol=policy.DEFAULT
+    ).build(owned)
+    replicas = found.replicas_of(due("web-a"))
+    assert replicas == surge.Replicas(web(2), ready=1, coming=1)
+    assert found.replicas_of(dataclasses.replace(due(), workload=DB)) is None

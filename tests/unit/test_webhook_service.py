@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from graceguard.domain import annotations as ann
-from graceguard.domain import cluster, disruption, ledger, policy
+from graceguard.domain import cluster, disruption, ledger, policy, protect_rules, rollouts
 from graceguard.domain import windows as win
 from graceguard.domain.intorpercent import IntOrPercent
 from graceguard.engine import actions as act
@@ -477,6 +477,98 @@ async def test_an_eviction_in_flight_counts_until_the_facts_show_it_or_it_expire
     assert (await ask(r, body("web-0")))["allowed"] is True
     r.clock.now += dt.timedelta(seconds=31)
     assert (await ask(r, body("web-1")))["allowed"] is True
+
+
+# ---- the surge rule before the surge starts ----
+
+
+def drained_rig(*pods_: cluster.Pod, klass: disruption.DisruptionClass | None = None) -> Rig:
+    """``pods_`` of ``DEPLOY`` (1 replica each), no floor, no takeover, and node n1 drained by
+    graceguard (the Disruption of an eviction taken over earlier), when ``klass`` says so."""
+    r = rig(list(pods_))
+    r.state.pol = dataclasses.replace(NO_TAKEOVER, default_min_available=None)
+    if klass is not None:
+        r.state.open = [disruption.DisruptionRequest("gd-n1", "n1", "eviction-api", klass, NOW)]
+    builder = admission.FactsBuilder(
+        workloads=[cluster.Workload(DEPLOY, len(pods_), rollout=rollouts.Rollout())],
+        budgets=[],
+        owners={},
+        pol=r.state.pol,
+    )
+    r.state.facts_value = builder.build(list(pods_))
+    return r
+
+
+@pytest.mark.asyncio
+async def test_the_last_ready_replica_of_a_drained_node_waits_for_the_surge() -> None:
+    """kubectl drain's retry after the pod's eviction time, before the controller's round starts
+    the surge: refused, the message naming the surge; once a new pod is Ready it goes."""
+    r = drained_rig(pod("web-0", workload=DEPLOY), klass=disruption.DisruptionClass.VOLUNTARY)
+    refused = await ask(r, body("web-0", user="kubernetes-admin"))
+    assert refused["allowed"] is False
+    assert refused["status"]["message"].startswith(
+        "graceguard: pod team/web-0: graceguard's drain gd-n1 brings a new pod of Deployment web "
+        "up before this, its last Ready replica, goes (a surge"
+    )
+    (record,) = r.denials.records
+    assert record.rule == "surge"
+    ready_elsewhere = pod("web-1", workload=DEPLOY, node="n2")
+    r = drained_rig(
+        pod("web-0", workload=DEPLOY), ready_elsewhere, klass=disruption.DisruptionClass.VOLUNTARY
+    )
+    assert (await ask(r, body("web-0", user="kubernetes-admin")))["allowed"] is True
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("klass", [None, disruption.DisruptionClass.IMMINENT])
+async def test_without_a_voluntary_graceguard_drain_the_budgets_decide(
+    klass: disruption.DisruptionClass | None,
+) -> None:
+    """Nobody would start a surge (no graceguard drain), or an imminent one keeps its deadline."""
+    r = drained_rig(pod("web-0", workload=DEPLOY), klass=klass)
+    assert (await ask(r, body("web-0", user="kubernetes-admin")))["allowed"] is True
+
+
+@pytest.mark.asyncio
+async def test_a_drain_evicting_two_replicas_at_once_keeps_one_until_the_surge() -> None:
+    """Both Ready replicas on the drained node, evicted at once: the first goes; the second,
+    with the first in flight (not in the facts yet), is the last Ready one."""
+    r = drained_rig(
+        pod("web-0", workload=DEPLOY),
+        pod("web-1", workload=DEPLOY),
+        klass=disruption.DisruptionClass.VOLUNTARY,
+    )
+    assert (await ask(r, body("web-0", user="kubernetes-admin")))["allowed"] is True
+    refused = await ask(r, body("web-1", user="kubernetes-admin"))
+    assert refused["allowed"] is False
+    assert "(a surge: 1 Ready, 1 on their way)" in refused["status"]["message"]
+
+
+# ---- protect rules choosing namespaces by their labels ----
+
+
+@pytest.mark.asyncio
+async def test_a_namespace_selector_rule_refuses_by_the_namespaces_labels() -> None:
+    """With ``takeover: []`` the webhook's own rules decide: a ``spec.protect`` rule choosing
+    namespaces by label protects the pod once the facts carry the Namespaces' labels."""
+    rule = protect_rules.ProtectRule(
+        "batch-ns", namespace_selector=cluster.LabelSelector(match_labels={"tier": "batch"})
+    )
+    r = rig([pod("work")])
+    r.state.pol = dataclasses.replace(NO_TAKEOVER, protect=(rule,))
+    build = admission.FactsBuilder(workloads=[], budgets=[], owners={}, pol=r.state.pol)
+    r.state.facts_value = build.build([r.state.pods["work"]])
+    assert (await ask(r, body("work")))["allowed"] is True  # its name label only
+    labelled = admission.FactsBuilder(
+        workloads=[], budgets=[], owners={}, pol=r.state.pol, namespaces={"team": {"tier": "batch"}}
+    )
+    r.state.facts_value = labelled.build([r.state.pods["work"]])
+    refused = await ask(r, body("work"))
+    assert refused["allowed"] is False
+    assert "by policy rule batch-ns" in refused["status"]["message"], refused
+    # labels taken off again: the reader forgets what it worked out from them
+    r.state.facts_value = build.build([r.state.pods["work"]])
+    assert (await ask(r, body("work")))["allowed"] is True
 
 
 # ---- when it cannot decide ----

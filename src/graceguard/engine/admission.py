@@ -16,7 +16,12 @@ the requester (``source_for``). The rules, in order:
    window opens (after its protection, if both hold it);
 5. a pod waiting for a surge (a new pod of its Deployment brought up before this, its last Ready
    replica, goes: ``engine.surge``) is refused until the surge's bound; graceguard evicts it
-   itself as soon as the new pod is Ready;
+   itself as soon as the new pod is Ready. So is a pod that an open voluntary graceguard drain
+   removes (``drain``) while the surge rule says one stands before its eviction
+   (``surge.before_eviction`` over the webhook's counts of the Deployment's pods, ``replicas``):
+   the drain starts that surge only in the round the pod falls due, and an evictor retrying
+   in between would otherwise take the last Ready replica before its replacement exists. Without
+   a graceguard drain removing the pod nobody would start a surge, and the budgets decide;
 6. a healthy pod of a workload at its floor (``graceguard.io/min-available`` or the policy's
    ``defaultMinAvailable``, which yields to a user's PDB as in the engine) is refused until
    another replica is Ready. ``pending`` counts evictions this webhook admitted for the workload
@@ -152,6 +157,8 @@ def admit(  # noqa: PLR0911 - one answer per rule, in the order the docstring li
     node: cluster.Node | None = None,
     grace_seconds: int | None = None,
     gang: gangs.Hold | None = None,
+    drain: disruption.DisruptionRequest | None = None,
+    replicas: surge.Replicas | None = None,
 ) -> Verdict:
     """Decide one eviction of ``pod`` asked by ``source`` at ``now``.
 
@@ -162,6 +169,8 @@ def admit(  # noqa: PLR0911 - one answer per rule, in the order the docstring li
     ``node``: the pod's node (``None``: unknown, treated as schedulable). ``grace_seconds``: the
     eviction's ``deleteOptions.gracePeriodSeconds`` (``None``: the pod's own). ``gang``: how long
     the pod's gang holds it (``Facts.gang_hold``): a member is protected while its gang is.
+    ``drain``: the open voluntary graceguard disruption that removes the pod (``drain_of``), with
+    ``replicas``, its Deployment's pods as the webhook counts them (``Facts.replicas_of``).
     """
     who = pod.key
     if trusted:
@@ -189,15 +198,11 @@ def admit(  # noqa: PLR0911 - one answer per rule, in the order the docstring li
     held = _held(pod=pod, pol=pol, now=now, source=source, prot=prot)
     if held is not None:
         return held
-    surging = surge.running(pod, now=now, max_wait=pol.surge_max_wait)
+    surging = _surging(
+        pod=pod, pol=pol, now=now, source=source, floor=floor, drain=drain, replicas=replicas
+    )
     if surging is not None:
-        started, until = surging
-        why = (
-            f"graceguard is bringing up a new pod before this last Ready replica goes (a surge "
-            f"since {times.format_time(started)}); it evicts the pod itself once the new one is "
-            f"Ready, at the latest from {times.format_time(until)}"
-        )
-        return Verdict(False, Rule.SURGE, why, source, who, until, until - now)
+        return surging
     if floor is not None:
         refused = _at_floor(pod=pod, floor=floor, pending=pending, now=now, source=source)
         if refused is not None:
@@ -248,6 +253,59 @@ def _held(
     if rule is not None:
         return _refused(rule, who=who, parts=parts, source=source, until=d.eviction_at, now=now)
     return None
+
+
+def drain_of(
+    pod: cluster.Pod, requests: Sequence[disruption.DisruptionRequest]
+) -> disruption.DisruptionRequest | None:
+    """The open voluntary graceguard disruption among ``requests`` (those on the pod's node) that
+    removes ``pod``, if any: one whose drain surges before the pod's Deployment loses its last
+    Ready replica."""
+    for r in requests:
+        if r.disruption_class is disruption.DisruptionClass.VOLUNTARY and r.covers(pod):
+            return r
+    return None
+
+
+def _surging(
+    *,
+    pod: cluster.Pod,
+    pol: policy.Policy,
+    now: dt.datetime,
+    source: str,
+    floor: budgets.Floor | None,
+    drain: disruption.DisruptionRequest | None,
+    replicas: surge.Replicas | None,
+) -> Verdict | None:
+    """Refused while a surge runs before the pod's eviction (``surge.running``: until its
+    bound), or while one stands before it in ``drain`` (``surge.before_eviction``: the drain
+    starts it when the pod falls due; when a new pod is Ready nobody knows yet, so no
+    ``until``); ``None`` when no surge stands (or it cannot or did not work out: the budgets
+    decide)."""
+    who = pod.key
+    running = surge.running(pod, now=now, max_wait=pol.surge_max_wait)
+    if running is not None:
+        started, until = running
+        why = (
+            f"graceguard is bringing up a new pod before this last Ready replica goes (a surge "
+            f"since {times.format_time(started)}); it evicts the pod itself once the new one is "
+            f"Ready, at the latest from {times.format_time(until)}"
+        )
+        return Verdict(False, Rule.SURGE, why, source, who, until, until - now)
+    if drain is None or replicas is None or pod.workload is None:
+        return None
+    ahead = surge.before_eviction(
+        pod=pod, replicas=replicas, floor=floor, now=now, max_wait=pol.surge_max_wait
+    )
+    if ahead.step not in (surge.Step.START, surge.Step.WAIT):
+        return None
+    why = (
+        f"graceguard's drain {drain.id} brings a new pod of Deployment {pod.workload.name} up "
+        f"before this, its last Ready replica, goes (a surge: {replicas.ready} Ready, "
+        f"{replicas.coming} on their way); graceguard evicts the pod itself once the new one is "
+        f"Ready; retry then"
+    )
+    return Verdict(False, Rule.SURGE, why, source, who)
 
 
 def _at_floor(
@@ -366,6 +424,27 @@ class Facts:
     not reflected yet."""
     gang_members: Mapping[str, tuple[cluster.Pod, ...]] = dataclasses.field(default_factory=dict)
     """Gang key -> its members (``domain.gangs``), for ``gang_hold``."""
+    ready: Mapping[str, int] = dataclasses.field(default_factory=dict)
+    """Workload key -> its Ready pods (a Deployment's through its ReplicaSets)."""
+    coming: Mapping[str, int] = dataclasses.field(default_factory=dict)
+    """Workload key -> its pods on their way (``surge.on_its_way``)."""
+    deployments: Mapping[str, cluster.Workload] = dataclasses.field(default_factory=dict)
+    """Deployment key -> the Deployment (its rollout strategy), for ``replicas_of``."""
+    namespaces: Mapping[str, Mapping[str, str]] = dataclasses.field(default_factory=dict)
+    """The Namespaces' labels by name, for ``spec.protect`` rules with a ``namespaceSelector``."""
+
+    def replicas_of(self, pod: cluster.Pod, pending: int = 0) -> surge.Replicas | None:
+        """``pod``'s Deployment as a surge counts it, ``pending`` evictions of its Ready pods
+        admitted but not shown yet taken as gone (each one's replacement on its way, as
+        ``surge.Surges.took``); ``None`` for a pod of no Deployment."""
+        ref = pod.workload
+        if ref is None or ref.kind != surge.DEPLOYMENT:
+            return None
+        return surge.Replicas(
+            self.deployments.get(ref.key),
+            max(0, self.ready.get(ref.key, 0) - pending),
+            self.coming.get(ref.key, 0) + pending,
+        )
 
     def gang_hold(
         self, pod: cluster.Pod, reader: projection.ProtectionReader, now: dt.datetime
@@ -419,8 +498,10 @@ class FactsBuilder:
         budgets: Sequence[cluster.PodDisruptionBudget],
         owners: Mapping[str, cluster.WorkloadRef],
         pol: policy.Policy,
+        namespaces: Mapping[str, Mapping[str, str]] | None = None,
     ) -> None:
         self._workloads = workloads
+        self._namespaces = namespaces or {}
         self._budgets = budgets
         self._owners = owners
         self._pol = pol
@@ -437,7 +518,7 @@ class FactsBuilder:
             raise RuntimeError("FactsBuilder.facts before its steps are done")
         return self._result
 
-    def steps(self, pods: Sequence[cluster.Pod], chunk: int) -> Iterator[None]:  # noqa: C901 - one pass per part, each cut into chunks
+    def steps(self, pods: Sequence[cluster.Pod], chunk: int) -> Iterator[None]:  # noqa: C901, PLR0912 - one pass per part, each cut into chunks
         pdbs: dict[str, list[cluster.PodDisruptionBudget]] = defaultdict(list)
         for start in range(0, len(self._budgets), chunk):
             for pdb in self._budgets[start : start + chunk]:
@@ -446,9 +527,11 @@ class FactsBuilder:
 
         owners = self._owners
         healthy: dict[str, int] = defaultdict(int)
+        coming: dict[str, int] = defaultdict(int)
         counted: set[str] = set()
         members: dict[str, list[cluster.Pod]] = defaultdict(list)
         gang_of, maybe_in_gang = domain_gangs.gang_of, domain_gangs.maybe_in_gang
+        on_its_way = surge.on_its_way
         running = cluster.PodPhase.RUNNING
         for start in range(0, len(pods), chunk):
             for pod in pods[start : start + chunk]:
@@ -457,20 +540,25 @@ class FactsBuilder:
                     if gang is not None:
                         members[gang.key].append(pod)
                 w = pod.workload
-                # pod.healthy, inlined: this loop runs once per pod of the cluster.
-                if w is None or not pod.ready or pod.deleting_since is not None:
+                if w is None:
                     continue
-                if pod.phase is not running:
+                # pod.healthy, inlined: this loop runs once per pod of the cluster.
+                if not pod.ready or pod.deleting_since is not None or pod.phase is not running:
+                    if on_its_way(pod):
+                        coming[cluster.owned_by(w, owners).key] += 1
                     continue
                 healthy[cluster.owned_by(w, owners).key] += 1
                 counted.add(pod.uid)
             yield
 
         floors: dict[str, budgets.Floor] = {}
+        deployments: dict[str, cluster.Workload] = {}
         default = self._pol.default_min_available
         step = max(1, chunk // 5)  # a floor costs about five pods
         for start in range(0, len(self._workloads), step):
             for workload in self._workloads[start : start + step]:
+                if workload.ref.kind == surge.DEPLOYMENT:
+                    deployments[workload.ref.key] = workload
                 floor, _warning = budgets.workload_floor(
                     workload, default=default, current_healthy=healthy.get(workload.ref.key, 0)
                 )
@@ -482,4 +570,8 @@ class FactsBuilder:
             {ns: tuple(found) for ns, found in pdbs.items()},
             counted,
             {key: tuple(found) for key, found in members.items()},
+            dict(healthy),
+            dict(coming),
+            deployments,
+            self._namespaces,
         )

@@ -52,7 +52,7 @@ class ProtectionReader:
     def see_namespaces(self, labels: Mapping[str, Mapping[str, str]]) -> None:
         """The Namespaces' labels as read now. When they changed and a rule chooses by them,
         what each pod projects is worked out again (a pod object unchanged may be chosen now)."""
-        if labels == self.namespaces:
+        if labels is self.namespaces or labels == self.namespaces:
             return
         self.namespaces = labels
         if any(r.namespace_selector is not None for r in self.rules):

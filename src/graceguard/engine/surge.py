@@ -47,8 +47,15 @@ to protect). When a new pod of the Deployment is already on its way (a pod neith
 going: the ReplicaSet's replacement for a replica evicted before, a rollout under way), there is
 no rollout: the last Ready replica waits for that pod, under the same bound.
 
-Pure: the decision (``decide``) and the round's counts (``Surges``); what graceguard remembers
-(when a surge began, that it ended) is on the pod (``graceguard.io/surge-at``,
+**Other evictors meanwhile.** The eviction webhook asks the same question (``before_eviction``,
+over its own counts of the Deployment's pods) of an eviction by anyone else of a pod that an open
+voluntary graceguard drain removes: while a surge stands before that pod (one running, or one the
+drain starts when the pod falls due), the eviction is refused, so an evictor retrying between the
+pod's eviction time and the round that starts the surge cannot take the last Ready replica first
+(``engine.admission``).
+
+Pure: the decision (``decide``, ``before_eviction``) and the round's counts (``Surges``); what
+graceguard remembers (when a surge began, that it ended) is on the pod (``graceguard.io/surge-at``,
 ``graceguard.io/surge-outcome``) and comes back with the next snapshot.
 """
 
@@ -151,6 +158,44 @@ def decide(  # noqa: PLR0911 - one answer per case, in order
     return Surge(Step.START, why, until)
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class Replicas:
+    """A Deployment's pods as a surge counts them."""
+
+    workload: cluster.Workload | None
+    """The Deployment (its rollout strategy); ``None`` when not known."""
+    ready: int
+    """Its Ready replicas (``pod.healthy``)."""
+    coming: int
+    """Its pods neither Ready nor going (``on_its_way``): replacements on their way."""
+
+
+def on_its_way(pod: cluster.Pod) -> bool:
+    """A pod that is not Ready yet and neither going nor finished: it may become a Ready replica."""
+    return not pod.healthy and not pod.terminating and not pod.finished
+
+
+def before_eviction(
+    *,
+    pod: cluster.Pod,
+    replicas: Replicas,
+    floor: budgets.Floor | None,
+    now: dt.datetime,
+    max_wait: dt.timedelta,
+) -> Surge:
+    """``decide`` for ``pod`` of a Deployment counted as ``replicas``: the Ready replicas that
+    must remain are at least 1, its floor's ``desiredHealthy`` when higher."""
+    return decide(
+        pod=pod,
+        workload=replicas.workload,
+        ready=replicas.ready,
+        coming=replicas.coming,
+        keep=max(1, floor.desired_healthy if floor is not None else 0),
+        now=now,
+        max_wait=max_wait,
+    )
+
+
 def running(
     pod: cluster.Pod, *, now: dt.datetime, max_wait: dt.timedelta
 ) -> tuple[dt.datetime, dt.datetime] | None:
@@ -197,7 +242,7 @@ class Surges:
                     continue
                 if pod.healthy:
                     ready[ref.key] += 1
-                elif not pod.terminating and not pod.finished:
+                elif on_its_way(pod):
                     coming[ref.key] += 1
             self._ready, self._coming = dict(ready), dict(coming)
             self._workloads = {
@@ -234,13 +279,11 @@ class Surges:
         ):
             return None
         key = pod.workload.key
-        ready = self._count()
-        found = decide(
+        ready = self._count().get(key, 0)
+        found = before_eviction(
             pod=pod,
-            workload=self._workloads.get(key),
-            ready=ready.get(key, 0),
-            coming=self._coming.get(key, 0),
-            keep=max(1, floor.desired_healthy if floor is not None else 0),
+            replicas=Replicas(self._workloads.get(key), ready, self._coming.get(key, 0)),
+            floor=floor,
             now=now,
             max_wait=max_wait,
         )

@@ -51,7 +51,11 @@ class SimAdmission:
         if self._facts is None or self._facts[0] != world.generation:
             snap = world.api.snapshot(world.now)
             built = admission.FactsBuilder(
-                workloads=snap.workloads, budgets=snap.budgets, owners={}, pol=self._policy
+                workloads=snap.workloads,
+                budgets=snap.budgets,
+                owners={},
+                pol=self._policy,
+                namespaces=snap.namespaces,
             ).build(snap.pods)
             self._facts = (world.generation, built)
         return self._facts[1]

@@ -18,10 +18,10 @@ cluster facts, knows who graceguard is, and reports.
   refused and reported again in a later period. A ``dryRun`` eviction gets the same answer and
   leaves no trace.
 * **Evictions in flight.** An admitted eviction takes a moment to show in the cache (and up to the
-  facts' rebuild interval in the floors). Until it does, it counts against its workload's floor, so
-  a drain evicting every pod of a node at once cannot take a Deployment below its floor through
-  this replica. (Replicas do not share this; a PodDisruptionBudget, which the Eviction API checks
-  atomically, is exact.)
+  facts' rebuild interval in the floors). Until it does, it counts against its workload's floor
+  (and as a Ready replica gone for the surge rule), so a drain evicting every pod of a node at
+  once cannot take a Deployment below its floor through this replica. (Replicas do not share
+  this; a PodDisruptionBudget, which the Eviction API checks atomically, is exact.)
 * **Takeover.** A refusal that takes the eviction over (``admission.Rule.TAKEOVER``) also opens
   the ``Disruption`` graceguard's controller then carries out, unless one open on the node (or,
   for a pod disruption, covering the pod) already does: an evictor drains a node by evicting
@@ -55,7 +55,7 @@ from collections.abc import Awaitable, Callable
 
 from graceguard.domain import budgets, cluster, disruption, ledger, policy
 from graceguard.engine import actions as act
-from graceguard.engine import admission, projection
+from graceguard.engine import admission, projection, surge
 from graceguard.manifests import disruptions
 from graceguard.webhook import metrics as webhook_metrics
 from graceguard.webhook import ports
@@ -211,18 +211,27 @@ class AdmissionService:
         floor = facts.floor_for(pod)
         node = state.node(pod.node) if pod.node else None
         reader = self._reader_for(pol)
+        reader.see_namespaces(facts.namespaces)
+        pending = self._pending_for(pod.workload.key, pod, facts, now) if pod.workload else 0
+        drain = (
+            admission.drain_of(pod, state.open_disruptions(pod.node))
+            if pod.node and pod.workload is not None and pod.workload.kind == surge.DEPLOYMENT
+            else None
+        )
         verdict = admission.admit(
             pod=pod,
             pol=pol,
             now=now,
             source=source,
             floor=floor,
-            pending=self._pending_for(floor, pod, facts, now) if floor is not None else 0,
+            pending=pending,
             trusted=trusted,
             reader=reader,
             node=node,
             grace_seconds=rev.grace_seconds,
             gang=facts.gang_hold(pod, reader, now),
+            drain=drain,
+            replicas=facts.replicas_of(pod, pending) if drain is not None else None,
         )
         if leaderless and not verdict.allowed:
             verdict = dataclasses.replace(verdict, reason=f"{verdict.reason}; {LEADERLESS}")
@@ -253,10 +262,10 @@ class AdmissionService:
             self._note_asked(pod, verdict.source, now)
         if not verdict.allowed:
             self._report(rev, pod, verdict, now)
-        elif floor is not None and pod.healthy:
+        elif pod.workload is not None and pod.healthy:
             if now >= self._next_sweep:
                 self._sweep(now)
-            self._pending.setdefault(floor.workload.key, {})[pod.uid] = now
+            self._pending.setdefault(pod.workload.key, {})[pod.uid] = now
 
     def _reader_for(self, pol: policy.Policy) -> projection.ProtectionReader:
         if self._reader is None or self._reader_policy is not pol:
@@ -265,11 +274,11 @@ class AdmissionService:
         return self._reader
 
     def _pending_for(
-        self, floor: budgets.Floor, pod: cluster.Pod, facts: admission.Facts, now: dt.datetime
+        self, key: str, pod: cluster.Pod, facts: admission.Facts, now: dt.datetime
     ) -> int:
-        """Evictions of the workload's other pods admitted within ``PENDING_FOR`` that the facts
-        still count as Ready."""
-        admitted = self._pending.get(floor.workload.key)
+        """Evictions of the other pods of workload ``key`` admitted within ``PENDING_FOR`` that
+        the facts still count as Ready."""
+        admitted = self._pending.get(key)
         if not admitted:
             return 0
         expired = now - PENDING_FOR
@@ -277,7 +286,7 @@ class AdmissionService:
         for uid in stale:
             del admitted[uid]
         if not admitted:
-            del self._pending[floor.workload.key]
+            del self._pending[key]
             return 0
         return sum(1 for uid in admitted if uid != pod.uid and uid in facts.counted)
 

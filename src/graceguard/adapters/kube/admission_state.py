@@ -2,11 +2,13 @@
 reads) and the facts built from them, kept fresh without ever making a review wait.
 
 A review reads its pod straight from the pod informer's store (a dictionary lookup, as fresh as
-the watch) and the floors from ``Facts``. Facts are rebuilt only when a watched object changed, at
-most once per ``interval`` (1 s), and in chunks of ``CHUNK`` pods with the event loop free in
-between, so a rebuild over a large cluster delays a review by one chunk at most (well under a
-millisecond), never by the whole pass. Until the first build the state is not ``synced``.
-``after_build`` runs after each build (the server freezes the heap then: ``HeapFreezer``).
+the watch) and the floors, the Deployments' replicas (for the surge rule) and the Namespaces'
+labels (for ``spec.protect`` rules with a ``namespaceSelector``) from ``Facts``. Facts are
+rebuilt only when a watched object changed, at most once per ``interval`` (1 s), and in chunks
+of ``CHUNK`` pods with the event loop free in between, so a rebuild over a large cluster delays
+a review by one chunk at most (well under a millisecond), never by the whole pass. Until the
+first build the state is not ``synced``. ``after_build`` runs after each build (the server
+freezes the heap then: ``HeapFreezer``).
 
 For taking evictions over it also watches nodes (compact: cordoned? tainted by an autoscaler?) and
 the ``Disruption`` objects (the open ones by node, rebuilt only when one changed); neither starts a
@@ -81,6 +83,7 @@ class LiveAdmissionState:
             v.statefulsets,
             v.replicasets,
             v.policies,
+            v.namespaces,
             self._nodes,
             self._disruptions,
         )
@@ -162,6 +165,7 @@ class LiveAdmissionState:
             budgets=list(v.budgets.store.values()),
             owners=owners,
             pol=pol,
+            namespaces=v.namespace_labels(),
         )
         for _ in builder.steps(list(v.pods.store.values()), self._chunk):
             await asyncio.sleep(0)
