@@ -341,9 +341,33 @@ def test_expiry_announces_then_releases_the_instance() -> None:
     job = pod(world, "job")
     assert job.sigterm_at == START + 30 * MIN and job.forced
     assert world.nodes["n1"].end == START + 31 * MIN
+    assert world.nodes["n1"].annotations["graceguard.io/expires-at"] == "2026-11-20T00:30:00Z"
     guarded = run(doc, Mode.WITH)
+    # graceguard's deadline source reads the annotation: an imminent request, 5 s ahead of it
     request = next(m for m in guarded.marks if m.kind is MarkKind.REQUEST)
     assert request.at == START + 25 * MIN
+    assert request.text == "node-expiry (imminent), the node goes at 2026-11-20T00:29:55Z"
+    job = pod(guarded, "job")  # its 600 s cannot fit in the 5 minutes: asked at once
+    assert job.sigterm_at == START + 25 * MIN and job.evicted and job.stopped_by == "graceguard"
+
+
+def test_an_expiry_announced_long_ahead_opens_when_notice_and_grace_reach_it() -> None:
+    """Announced an hour ahead: graceguard's deadline source opens the node's Disruption only at
+    expiry - 5 s - the pod's 60 s - the 10-minute notice lead (the simulator wakes for it), and
+    the job is evicted with its whole grace, ending 5 s before the expiry."""
+    doc = two_nodes(
+        [{"name": "job", "node": "n1", "work": "3h", "grace": 60, "owner": "Job/j"}],
+        {"type": "expiry", "notice": "1h", "events": [{"at": "2h", "node": "n1"}]},
+    )
+    world = run(doc, Mode.WITH)
+    expires = START + 120 * MIN
+    announced = next(m for m in world.marks if m.kind is MarkKind.ANNOUNCED)
+    request = next(m for m in world.marks if m.kind is MarkKind.REQUEST)
+    assert announced.at == START + 60 * MIN
+    assert request.at == expires - dt.timedelta(seconds=5 + 60) - 10 * MIN
+    job = pod(world, "job")
+    assert job.evicted and job.sigterm_at == expires - dt.timedelta(seconds=65)
+    assert job.end == expires - dt.timedelta(seconds=5)
 
 
 # ---- pods --------------------------------------------------------------------------------------

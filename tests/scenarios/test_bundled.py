@@ -28,7 +28,6 @@ VOLUNTARY = [
     "cluster-autoscaler-single-pgbouncer",
     "cluster-autoscaler-takeover-unannotated",
     "eks-desired-size-1h-jobs",
-    "expiry-10m-notice",
     "upgrade-nightly-window-min-runtime",
 ]
 Figures = Callable[[str], Outcome]
@@ -59,8 +58,11 @@ EXPECTED = {
     "cluster-autoscaler-gang-of-4": ((2, 2, 3.017, 0), (0, 0, 0.0, 0)),
     # Four one-hour jobs with 20, 30, 40, 50 minutes left are killed 15 minutes after EKS evicts.
     "eks-desired-size-1h-jobs": ((4, 4, 2.667, 0), (0, 0, 0.0, 0)),
-    # The transcode gets SIGTERM at expiry and 30 s: killed with 40m30s of its 50m done.
-    "expiry-10m-notice": ((1, 1, 0.675, 2), (0, 0, 0.0, 0)),
+    # At expiry the transcode and the render get SIGTERM and 30 s, too short for either's
+    # checkpoint: killed with 40m30s and 45m30s done; the API pod is stopped unasked too. With
+    # graceguard both are evicted before the expiry with their own grace and checkpoint
+    # (premature, not killed); the API pod is evicted after its notice.
+    "expiry-10m-notice": ((2, 2, 1.433, 3), (2, 0, 0.0, 0)),
     # Everything on worker-1 is killed at power-off; the report loses its 30 minutes. With
     # graceguard the report still stops early (imminent) but checkpoints; nothing is killed.
     "os-shutdown-critical-logging": ((1, 5, 0.5, 5), (1, 0, 0.0, 0)),
@@ -119,7 +121,11 @@ def test_no_premature_kill_with_graceguard_in_voluntary_scenarios(
 
 def test_imminent_scenarios_are_marked_so(figures_of: Figures) -> None:
     imminent = {n for n in BUNDLED if not figures_of(n).voluntary}
-    assert imminent == {"os-shutdown-critical-logging", "spot-interruption-checkpointing"}
+    assert imminent == {
+        "expiry-10m-notice",
+        "os-shutdown-critical-logging",
+        "spot-interruption-checkpointing",
+    }
     assert imminent | set(VOLUNTARY) == set(BUNDLED)
 
 
@@ -207,6 +213,38 @@ def test_the_upgrade_waits_for_the_window_and_the_minimum_runtime(run_of: Runs) 
     features = next(p for p in world.pods if p.name == "features")
     assert features.end_kind is End.COMPLETED
     assert world.nodes["pool-1"].end == features.end
+
+
+def test_the_expiry_is_a_deadline_every_pod_leaves_before(run_of: Runs) -> None:
+    """The node's graceguard.io/expires-at (17:00) read as an imminent deadline (planned 5 s
+    ahead): the do-not-disrupt transcode is not held past it but told at the announcement and
+    evicted with its whole 60 s to end by 16:59:55, the render (900 s of grace, 10 minutes
+    announced) gets DeadlineExceeded at once with the 595 s it gets; the platform's own SIGTERM
+    at the expiry finds no pod left. Without graceguard every pod gets the platform's."""
+    scenario_run = run_of("expiry-10m-notice")
+    world = scenario_run.guarded.world
+    start = world.start
+    announced = start + dt.timedelta(minutes=50)
+    expires = start + dt.timedelta(hours=1)
+    events = {(e.pod, e.reason): e for e in scenario_run.guarded.events}
+    exceeded = events[("default/render", "DeadlineExceeded")]
+    assert exceeded.at == announced and "it gets 595s" in exceeded.message
+    assert events[("default/transcode", "ScheduledEviction")].at == announced
+    old = [p for p in world.pods if p.node == "node-old"]
+    assert sorted(p.name for p in old) == ["api-0", "render", "transcode"]
+    for p in old:
+        assert p.stopped_by == "graceguard" and p.evicted, p.name
+        assert p.end is not None and p.end < expires, p.name
+    transcode = next(p for p in world.pods if p.name == "transcode")
+    assert transcode.sigterm_at == expires - dt.timedelta(seconds=65)
+    assert transcode.end_kind is End.CHECKPOINTED
+    resumed = [p for p in world.pods if p.spec.name == "transcode" and p.generation == 1]
+    assert [p.node for p in resumed] == ["node-new"]
+    assert resumed[0].saved == dt.timedelta(minutes=38, seconds=55)  # its checkpoint, resumed
+    without = scenario_run.without.world
+    for p in without.pods:
+        if p.node == "node-old":
+            assert p.stopped_by == "expiry" and p.sigterm_at == expires, p.name
 
 
 def test_log_shippers_stop_last_on_shutdown(run_of: Runs) -> None:

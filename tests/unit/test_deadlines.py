@@ -403,8 +403,10 @@ async def test_a_far_deadline_waits_until_notice_and_grace_reach_it() -> None:
     opens = d.at - deadlines.MARGIN - 120 * SEC - 60 * SEC
     early, opener = source([d], opens - SEC, pods)
     assert await early.open_due() == [] and opener.opened == []
+    assert early.next_due == opens  # the source (and the simulator) wakes for it
     due, opener = source([d], opens, pods)
     assert len(await due.open_due()) == 1
+    assert due.next_due is None
 
 
 @pytest.mark.asyncio

@@ -19,8 +19,8 @@ field; it opens nothing. Only the leader opens.
 
 A pod's own deadline, its maximum running time (``graceguard.io/max-runtime``), is opened the
 same way as a pod ``Disruption`` (source ``max-runtime``) its notice lead before the eviction
-time (``domain.deadlines.from_max_runtime``); the source wakes for the next one due rather than
-at its next poll, so the notice is on time.
+time (``domain.deadlines.from_max_runtime``). The source wakes for the next node or pod deadline
+coming within reach (``next_due``) rather than at its next poll, so the notice is on time.
 """
 
 from __future__ import annotations
@@ -62,6 +62,8 @@ class DeadlineSource:
         self._said: set[str] = set()
         self._next_pod: dt.datetime | None = None
         """When the next pod's maximum running time comes within its notice lead."""
+        self._next_node: dt.datetime | None = None
+        """When the next node's deadline comes within reach."""
 
     async def run(self) -> None:
         await self._view.wait_synced()
@@ -73,8 +75,9 @@ class DeadlineSource:
                 except Exception as err:  # the next pass tries again
                     log.warning("node deadlines: %s; trying again", err)
             wait = POLL
-            if self._next_pod is not None:
-                wait = max(dt.timedelta(0), min(wait, self._next_pod - self._clock()))
+            due = self.next_due
+            if due is not None:
+                wait = max(dt.timedelta(0), min(wait, due - self._clock()))
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(
                     self._announcements.changed.wait(), timeout=wait.total_seconds()
@@ -86,17 +89,20 @@ class DeadlineSource:
         pass's answer; ``None``: none ahead)."""
         return self._next_pod
 
+    @property
+    def next_due(self) -> dt.datetime | None:
+        """When the next node or pod deadline comes within reach (the last pass's answer;
+        ``None``: none ahead). The simulator's controller wakes for it too (``sim.controller``)."""
+        found = [t for t in (self._next_pod, self._next_node) if t is not None]
+        return min(found) if found else None
+
     async def open_due(self) -> list[str]:
         """Open the Disruption of every node whose earliest deadline is within reach now; the
         names opened or joined in this pass."""
         now = self._clock()
+        self._next_node = None
         done = await self._open_pods_due(now)
-        by_node: dict[str, list[deadlines.NodeDeadline]] = defaultdict(list)
-        for found in self._announcements.announced():
-            if isinstance(found, deadlines.Problem):
-                self._say(found)
-            else:
-                by_node[found.node].append(found)
+        by_node = self._announced_by_node()
         if not by_node:
             return done
         pol = self._view.policy()[0]
@@ -111,26 +117,46 @@ class DeadlineSource:
             if deadline is None:
                 continue
             reserve = deadlines.reserve(pods_by_node[node], pol.priority_phases)
-            if now < deadlines.opens_at(deadline, notice_lead=pol.notice_lead, reserve=reserve):
+            opens = deadlines.opens_at(deadline, notice_lead=pol.notice_lead, reserve=reserve)
+            if now < opens:
+                if self._next_node is None or opens < self._next_node:
+                    self._next_node = opens
                 continue
-            name = dis_manifests.request_name(
-                source=deadline.announcer.value, node=node, pod=None, at=deadline.at
-            )
-            if name in self._opened:
-                continue
-            request = deadlines.request_for(deadline, now=now, name=name)
-            opened = await self._disruptions.open_disruption(request)
-            self._opened.add(name)
-            log.info(
-                "node %s goes at %s (%s): Disruption %s %s",
-                node,
-                deadline.at.isoformat(),
-                deadline.announcer.value,
-                name,
-                "opened" if opened else "joined",
-            )
-            done.append(name)
+            name = await self._open_node(deadline, now)
+            if name is not None:
+                done.append(name)
         return done
+
+    def _announced_by_node(self) -> dict[str, list[deadlines.NodeDeadline]]:
+        """The deadlines announced now, by node; each value that cannot be read said once."""
+        by_node: dict[str, list[deadlines.NodeDeadline]] = defaultdict(list)
+        for found in self._announcements.announced():
+            if isinstance(found, deadlines.Problem):
+                self._say(found)
+            else:
+                by_node[found.node].append(found)
+        return by_node
+
+    async def _open_node(self, deadline: deadlines.NodeDeadline, now: dt.datetime) -> str | None:
+        """Open (or join) the Disruption of ``deadline``'s node; its name, ``None`` when this
+        source opened it already."""
+        name = dis_manifests.request_name(
+            source=deadline.announcer.value, node=deadline.node, pod=None, at=deadline.at
+        )
+        if name in self._opened:
+            return None
+        request = deadlines.request_for(deadline, now=now, name=name)
+        opened = await self._disruptions.open_disruption(request)
+        self._opened.add(name)
+        log.info(
+            "node %s goes at %s (%s): Disruption %s %s",
+            deadline.node,
+            deadline.at.isoformat(),
+            deadline.announcer.value,
+            name,
+            "opened" if opened else "joined",
+        )
+        return name
 
     async def _open_pods_due(self, now: dt.datetime) -> list[str]:
         """Open the pod Disruption of every pod whose maximum running time

@@ -1,6 +1,8 @@
 """graceguard in the simulation: the controller's own reconcile round (``controller.rounds``)
 over the simulator's ports: the world as its view (``sim.view.SimView``), the real executor with
-the ledger's ``Recorder`` writing through ``sim.cluster.SimCluster``.
+the ledger's ``Recorder`` writing through ``sim.cluster.SimCluster``; before each round, the
+controller's deadline source (``controller.deadlines``, over ``sim.deadlines``) opens what the
+nodes announce (``graceguard.io/expires-at``) and the pods' maximum running times.
 
 Each step runs one round at the world's instant under the scenario's policy. It also checks, as it
 goes, the promises the engine makes: a voluntary eviction with room before any deadline comes
@@ -18,6 +20,7 @@ from graceguard.controller import executor, recording, rounds
 from graceguard.domain import disruption, policy
 from graceguard.engine import actions as act
 from graceguard.engine import reconciler
+from graceguard.sim import deadlines
 from graceguard.sim.cluster import SimCluster
 from graceguard.sim.eventloop import EventLoop
 from graceguard.sim.ledger import MemoryLedger
@@ -63,7 +66,8 @@ class Controller:
             ),
         )
         self.round = rounds.Round(view=SimView(world), executor=self.executor)
-        self.wake: dt.datetime | None = None
+        self.deadlines = deadlines.deadline_source(world, pol)
+        self._round_wake: dt.datetime | None = None
         self.violations: list[Violation] = []
         self.reconciles = 0
         self._seen: tuple[object, ...] | None = None
@@ -77,7 +81,11 @@ class Controller:
         when that one changed nothing: the engine is a function of what it is shown, so it would
         return the same actions (none that change anything) and the same wake-up. The pods and
         nodes are compared by identity (the world keeps each one's object until it changes). A
-        round with no actions has nothing to carry out or to wait for."""
+        round with no actions has nothing to carry out or to wait for.
+
+        The deadline source runs first, as the controller's runs beside its rounds: a Disruption
+        it opens is in the requests this round is shown."""
+        self.loop.run(self.deadlines.open_due())
         shown = self.round.show(now=now, pol=self.policy)
         snapshot = shown.snapshot
         seen = (
@@ -94,7 +102,7 @@ class Controller:
         self._seen = None
         result = self.round.plan(shown)
         self.reconciles += 1
-        self.wake = result.next_wakeup
+        self._round_wake = result.next_wakeup
         if not result.actions:
             self._seen = seen
             return False
@@ -102,6 +110,13 @@ class Controller:
         done = self.loop.run(self.round.carry_out(shown, result))
         self._check_all(done)
         return self.cluster.changes != before
+
+    @property
+    def wake(self) -> dt.datetime | None:
+        """When graceguard wants to look again: the last round's wake-up, or the next deadline
+        coming within reach, whichever is first."""
+        found = [t for t in (self._round_wake, self.deadlines.next_due) if t is not None]
+        return min(found) if found else None
 
     def _check_all(self, done: rounds.Done) -> None:
         """The pods this round evicted or deleted, against the engine's promises."""

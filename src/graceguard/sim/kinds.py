@@ -146,11 +146,20 @@ KINDS: dict[str, Kind] = {
         Kind(
             "expiry",
             (
-                Setting("notice", D, 10 * MINUTE, "notice event before expiry"),
+                Setting(
+                    "notice",
+                    D,
+                    10 * MINUTE,
+                    "how long before expiry the platform sets graceguard.io/expires-at on the node",
+                ),
                 Setting("maxGrace", D, dt.timedelta(seconds=30), "SIGTERM to instance stop"),
             ),
             summary="`node` expires at `at`, announced `notice` before",
-            not_built="the expiry source (a scheduled disruption from the expiry notice)",
+            imminent=True,
+            # Built: the node's graceguard.io/expires-at read as an imminent Disruption's deadline
+            # (controller.deadlines, run by sim.deadlines); shown on the real control plane by
+            # tests/e2e/test_node_expiry.py (notice, eviction with the whole grace before the
+            # deadline, DeadlineExceeded ahead of it, protection not held past it).
         ),
     )
 }

@@ -11,7 +11,8 @@ class MarkKind(enum.StrEnum):
     REQUEST = "request"
     """A disruption arrived (an actor picked the node, a notice from the cloud)."""
     ANNOUNCED = "announced"
-    """An actor announced a disruption that nobody acts on (an expiry notice without graceguard)."""
+    """An actor announced a disruption: a spot notice nobody acts on (without graceguard), an
+    expiry's ``graceguard.io/expires-at`` on its node."""
     PROPOSED = "proposed"
     """graceguard's ``ProposedEviction`` notice."""
     SCHEDULED = "scheduled"

@@ -1,21 +1,25 @@
-"""Instance expiry: a node reaching the end of its lifetime (a subscription that lapses, a
-maximum node lifetime such as Karpenter's ``expireAfter``), announced by a notice event.
+"""Instance expiry: a node reaching the end of its lifetime (ACS's task instances, a subscription
+that lapses, a maximum node lifetime), announced ahead of time.
 
-Modelled as the managed platforms in DESIGN.md's table do it: a notice event ``notice`` (default
-10 minutes) before the expiry, which nothing on the node acts on; at the expiry the instance is
-released: its pods get SIGTERM (no Eviction API, no PDB) and the instance stops ``maxGrace``
-later, whatever is still running.
+Modelled as the managed platforms in DESIGN.md's table do it: ``notice`` (default 10 minutes)
+before the expiry the platform announces it, here the way graceguard reads such an announcement
+from any platform or script: it sets ``graceguard.io/expires-at`` (RFC 3339) on the node. Nothing
+else on the node acts on it. At the expiry the instance is released: the pods still on it get
+SIGTERM (no Eviction API, no PDB) and the instance stops ``maxGrace`` later, whatever is still
+running; an empty node goes at once. The platform does the same with or without graceguard.
 
-With graceguard the notice opens a scheduled voluntary disruption (source ``expiry``): graceguard
-tells the pods, holds protected ones and drains the node with each pod's own grace period; the
-node is released when graceguard reports it drained.
+With graceguard the controller's deadline source reads the annotation (``sim.deadlines``, the
+controller's own code) and opens an imminent Disruption (source ``node-expiry``) with the expiry
+as its deadline: each pod is told and asked to leave early enough for its whole grace period
+before it; a pod whose grace cannot fit gets ``DeadlineExceeded`` with the time it gets.
+Protection does not hold a pod past the expiry: the platform would stop it anyway.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 
-from graceguard.domain import disruption
+from graceguard.domain import deadlines, times
 from graceguard.sim.actors.base import Actor, Drain
 from graceguard.sim.marks import MarkKind
 from graceguard.sim.scenario import EventSpec
@@ -30,30 +34,19 @@ class Expiry(Actor):
 
     def plan(self, event: EventSpec) -> None:
         expires = self.world.start + event.at
-        self.at(max(self.world.start, expires - self.notice), lambda now: self.announce(event, now))
-        if not self.guarded:
-            self.at(expires, lambda now: self.expire(event, now))
+        self.at(max(self.world.start, expires - self.notice), lambda now: self.on_event(event, now))
+        self.at(expires, lambda now: self.expire(event, now))
 
     def on_event(self, event: EventSpec, now: dt.datetime) -> None:
-        self.announce(event, now)
-
-    def announce(self, event: EventSpec, now: dt.datetime) -> None:
+        """The announcement: ``graceguard.io/expires-at`` on the node."""
         assert event.node is not None
-        if not self.world.nodes[event.node].alive(now):
+        node = self.world.nodes[event.node]
+        if not node.alive(now):
             return
-        expires = self.world.start + event.at
-        if self.guarded:
-            self.request(
-                event.node,
-                SOURCE,
-                now,
-                disruption.DisruptionClass.VOLUNTARY,
-                on_release=self.end_node(event.node, "expired: instance released"),
-            )
-        else:
-            self.world.mark(
-                now, MarkKind.ANNOUNCED, event.node, text=f"expiry notice: expires {expires:%H:%M}"
-            )
+        expires = times.format_time(self.world.start + event.at)
+        node.annotations = {**node.annotations, deadlines.EXPIRES_AT: expires}
+        text = f"expiry announced: {deadlines.EXPIRES_AT}={expires}"
+        self.world.mark(now, MarkKind.ANNOUNCED, event.node, text=text)
 
     def expire(self, event: EventSpec, now: dt.datetime) -> None:
         assert event.node is not None
