@@ -159,6 +159,7 @@ def warned(run: Run) -> tuple[Warned, ...]:
 HOW_LONG = {
     "spot-interruption": "EC2's two-minute spot notice",
     "node-shutdown": "the node agent's logind inhibitor delay",
+    "node-expiry": "the platform's expiry, announced by graceguard.io/expires-at",
 }
 """What sets the time a source gives, by source name (the start of its request mark); any other
 source: its deadline."""

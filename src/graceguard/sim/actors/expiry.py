@@ -53,6 +53,9 @@ class Expiry(Actor):
         if not self.world.nodes[event.node].alive(now):
             return
         self.world.mark(now, MarkKind.REQUEST, event.node, text="expired: instance released")
+        self.world.fleet.schedule_end(
+            event.node, now + self.max_grace, "expired: instance released"
+        )
         self.world.fleet.cordon(event.node, now, SOURCE)
         self.drains.append(
             Drain(
