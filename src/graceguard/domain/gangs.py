@@ -39,7 +39,8 @@ JOB_INDEX = "batch.kubernetes.io/job-completion-index"
 LABELS = (GROUP, JOBSET, KUEUE, COSCHEDULING)
 """The gang labels, in the order they are looked for."""
 ANNOTATIONS = frozenset({VOLCANO})
-"""The gang annotations (the Kubernetes view keeps them on its compact pods)."""
+"""The gang annotations (the Kubernetes view keeps them on its compact pods): Volcano's alone,
+which ``gang_of`` and ``maybe_in_gang`` look up by key."""
 LABEL_KEYS = frozenset({*LABELS, JOB_INDEX})
 """A pod carrying none of these labels (and no gang annotation) is in no gang."""
 
@@ -47,11 +48,9 @@ LABEL_KEYS = frozenset({*LABELS, JOB_INDEX})
 def maybe_in_gang(pod: cluster.Pod) -> bool:
     """The cheap test before ``gang_of``: whether ``pod`` carries any gang label or annotation.
     Callers that scan every pod inline it (``engine.gangs.holds``)."""
-    labels, annotations = pod.labels, pod.annotations
-    return bool(
-        (labels and not labels.keys().isdisjoint(LABEL_KEYS))
-        or (annotations and not annotations.keys().isdisjoint(ANNOTATIONS))
-    )
+    labels = pod.labels
+    # The set test iterates the pod's few labels; the one gang annotation is a key lookup.
+    return bool(labels and not LABEL_KEYS.isdisjoint(labels)) or VOLCANO in pod.annotations
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -152,6 +152,8 @@ def plan(
     Both set ``graceguard.io/projected``: a cost due with a projection goes in the projection's
     own write, so that neither overwrites the other's list (and no second patch is sent)."""
     own: tuple[act.Action, ...] = () if projection is None else (projection,)
+    if ann.POD_DELETION_COST not in pod.annotations and not (protected and enabled):
+        return own, None  # no cost on the pod and none wanted (``decide``): nothing to write
     cost = decide(pod=pod, protected=protected, now=now, enabled=enabled)
     if cost.due is None:
         return own, None

@@ -36,13 +36,11 @@ def holds(
     """Gang key -> its hold, for every gang with a live member protected after ``now``
     (``own_until``: a pod's own protection end, ``None`` when it has none)."""
     found: dict[str, Hold] = {}
-    gang_of, label_keys, annotation_keys = gangs.gang_of, gangs.LABEL_KEYS, gangs.ANNOTATIONS
+    gang_of, label_keys, volcano = gangs.gang_of, gangs.LABEL_KEYS, gangs.VOLCANO
     for pod in pods:
-        # gangs.maybe_in_gang, inlined: this loop runs over every pod of the cluster per round.
-        labels, annotations = pod.labels, pod.annotations
-        if (not labels or labels.keys().isdisjoint(label_keys)) and (
-            not annotations or annotations.keys().isdisjoint(annotation_keys)
-        ):
+        # gangs.maybe_in_gang, inlined: callers may pass every pod of the cluster.
+        labels = pod.labels
+        if (not labels or label_keys.isdisjoint(labels)) and volcano not in pod.annotations:
             continue
         gang = gang_of(pod)
         if gang is None or pod.finished or pod.terminating:

@@ -19,6 +19,7 @@ class ClusterIndex:
     __slots__ = (
         "_by_node",
         "_floors",
+        "_gang_pods",
         "_gangs",
         "_nodes",
         "_pdbs",
@@ -35,6 +36,7 @@ class ClusterIndex:
         self._pdbs: dict[str, list[cluster.PodDisruptionBudget]] | None = None
         self._floors: dict[str, budgets.Floor] | None = None
         self._warnings: dict[str, AnnotationWarning] | None = None
+        self._gang_pods: list[cluster.Pod] | None = None
         self._gangs: dict[str, list[cluster.Pod]] | None = None
 
     @property
@@ -54,13 +56,28 @@ class ClusterIndex:
         return self._by_node
 
     @property
+    def gang_pods(self) -> list[cluster.Pod]:
+        """The pods carrying a gang label or annotation (``gangs.maybe_in_gang``), in snapshot
+        order: the only pods a gang can hold, so the round's gang scans look at these alone."""
+        if self._gang_pods is None:
+            label_keys, volcano = gangs.LABEL_KEYS, gangs.VOLCANO
+            # gangs.maybe_in_gang, inlined: this loop runs once per pod of the cluster.
+            self._gang_pods = [
+                pod
+                for pod in self.snapshot.pods
+                if (pod.labels and not label_keys.isdisjoint(pod.labels))
+                or volcano in pod.annotations
+            ]
+        return self._gang_pods
+
+    @property
     def gang_members(self) -> dict[str, list[cluster.Pod]]:
         """Gang key -> its live members (not finished, not terminating; ``domain.gangs``)."""
         if self._gangs is None:
             found: dict[str, list[cluster.Pod]] = defaultdict(list)
-            gang_of, maybe = gangs.gang_of, gangs.maybe_in_gang
-            for pod in self.snapshot.pods:
-                gang = gang_of(pod) if maybe(pod) else None
+            gang_of = gangs.gang_of
+            for pod in self.gang_pods:
+                gang = gang_of(pod)
                 if gang is not None and not pod.finished and not pod.terminating:
                     found[gang.key].append(pod)
             self._gangs = dict(found)

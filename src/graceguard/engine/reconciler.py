@@ -112,7 +112,7 @@ def reconcile(
     idx = snapshot if isinstance(snapshot, index.ClusterIndex) else index.build(snapshot, pol)
     reader = reader or projection.ProtectionReader.of(pol)
     reader.see_namespaces(idx.snapshot.namespaces)  # protect[].namespaceSelector
-    reader.hold_gangs(idx.snapshot.pods, now)  # a gang's members go together (engine.gangs)
+    reader.hold_gangs(idx.gang_pods, now)  # a gang's members go together (engine.gangs)
     out: list[act.Action] = []
     plans: list[PodPlan] = []
     wake = _Wake()
@@ -120,7 +120,8 @@ def reconcile(
     by_node: dict[str, list[disruption.DisruptionRequest]] = defaultdict(list)
     for request in requests:
         by_node[request.node].append(request)
-    companions = {node: _companions(idx, by_node[node], set(by_node)) for node in by_node}
+    disrupted = set(by_node)
+    companions = {node: _companions(idx, by_node[node], disrupted) for node in by_node}
     if project:
         result = projection.project(
             idx.snapshot.pods,
