@@ -1,10 +1,10 @@
 """The node agent's instance-metadata watcher (``graceguard agent --imds``) through the real HTTP
 adapter (``adapters.imds``, IMDSv2: token ``PUT``, then ``GET`` with it) and the watcher.
 
-Against AWS's own emulator, ``amazon-ec2-metadata-mock`` (AEMM), when it is built in
-``~/.cache/graceguard/ec2-metadata-mock`` (``GOBIN=~/.cache/graceguard/ec2-metadata-mock go
-install github.com/aws/amazon-ec2-metadata-mock/cmd/ec2-metadata-mock@v1.13.0`` from the Go
-module proxy; skipped, saying so, when it is not): its ``spot`` and
+Against AWS's own emulator, ``amazon-ec2-metadata-mock`` (AEMM), when ``make aemm`` has built it
+in ``$GRACEGUARD_CACHE/ec2-metadata-mock`` (default ``~/.cache/graceguard``; ``go install
+github.com/aws/amazon-ec2-metadata-mock/cmd/ec2-metadata-mock@v1.13.0`` from the Go module proxy;
+skipped, saying so, when it is not): its ``spot`` and
 ``events`` modes serve the documented notices. AEMM cannot serve a malformed answer, so that case
 (and the token flow's refusal) runs against a small loopback server of this test that serves the
 two documented paths (``/latest/meta-data/spot/instance-action``,
@@ -18,7 +18,6 @@ import asyncio
 import dataclasses
 import datetime as dt
 import logging
-import pathlib
 import socket
 import subprocess
 import time
@@ -28,13 +27,14 @@ import pytest
 import pytest_asyncio
 from aiohttp import web
 
+import controlplane
 from graceguard.adapters import imds
 from graceguard.agent import imds as watcher_module
 from graceguard.agent import ports
 from graceguard.domain import cluster, disruption, policy
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.timeout(120)]
-AEMM = pathlib.Path.home() / ".cache" / "graceguard" / "ec2-metadata-mock" / "ec2-metadata-mock"
+AEMM = controlplane.cache_root() / "ec2-metadata-mock" / "ec2-metadata-mock"
 TOKEN = "token-abc"
 
 
