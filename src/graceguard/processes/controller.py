@@ -12,6 +12,7 @@ Wiring only: no decisions here, and no client library (those are behind ``graceg
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime as dt
 import pathlib
 
@@ -61,94 +62,207 @@ async def run(
     ledger cannot be opened, ``KubeError`` when the kubeconfig cannot be loaded.
 
     ``window_evictions`` / ``notify_outbox``: ConfigMaps in ``lease_namespace`` where a new
-    leader finds what the last one left (none: kept in this process only)."""
-    ledger, client = await _connect(ledger_url=ledger_url, kubeconfig=kubeconfig)
-    cluster_writer = writer.LightkubeWriter(client, instance=identity)
-    log_source = kube_logs.KubeLogSource(client)
-    elector = lease.LeaseElector(
-        client, namespace=lease_namespace, name=lease_name, identity=identity
-    )
-    sender = notify_http.HttpSender()
-    counted = metrics.ControllerMetrics()
+    leader finds what the last one left (none: kept in this process only).
 
-    def state(name: str | None) -> ports.KeyValues | None:
+    In four steps: the adapters (``_adapters``), the service layer on them (``_services``), the
+    tasks that run it (informers, leader election, the reconcile loop: ``_tasks``), and
+    ``supervisor.supervise`` running those with the probes until the end."""
+    io = await _adapters(
+        ledger_url=ledger_url,
+        kubeconfig=kubeconfig,
+        identity=identity,
+        lease_namespace=lease_namespace,
+        lease_name=lease_name,
+    )
+    services = _services(
+        io,
+        aws=aws,
+        log_lines=log_lines,
+        window_evictions=window_evictions,
+        notify_outbox=notify_outbox,
+        evictor_quiet=evictor_quiet,
+    )
+    supervisor.log.info("graceguard controller %s starting", identity)
+    await supervisor.supervise(
+        tasks=_tasks(io, services),
+        endpoints=_endpoints(
+            services.runner, services.counted, metrics_port=metrics_port, health_port=health_port
+        ),
+        host=probe_host,
+        stop_signals=supervisor.STOP_SIGNALS,
+        cleanups=[
+            io.elector.release,
+            *(services.aws.cleanups if services.aws is not None else []),
+            io.client.close,
+            io.ledger.close,
+            io.sender.close,
+        ],
+    )
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class _Adapters:
+    """The controller's I/O: the ledger, the API client and what talks through it."""
+
+    ledger: ledger_store.Ledger
+    client: kube_client.Client
+    writer: writer.LightkubeWriter
+    log_source: kube_logs.KubeLogSource
+    elector: lease.LeaseElector
+    sender: notify_http.HttpSender
+    identity: str
+    state_namespace: str
+    """Where the ConfigMaps a new leader reads live (the Lease's namespace)."""
+
+    def state(self, name: str | None) -> ports.KeyValues | None:
+        """The ConfigMap ``name`` as a key-value store (``None``: kept in this process only)."""
         if name is None:
             return None
-        return state_map.ConfigMapState(client, namespace=lease_namespace, name=name)
+        return state_map.ConfigMapState(self.client, namespace=self.state_namespace, name=name)
 
+
+async def _adapters(
+    *,
+    ledger_url: str,
+    kubeconfig: pathlib.Path | None,
+    identity: str,
+    lease_namespace: str,
+    lease_name: str,
+) -> _Adapters:
+    """Step 1: the ledger opened, the API client made, and the adapters built on the client."""
+    ledger, client = await _connect(ledger_url=ledger_url, kubeconfig=kubeconfig)
+    return _Adapters(
+        ledger=ledger,
+        client=client,
+        writer=writer.LightkubeWriter(client, instance=identity),
+        log_source=kube_logs.KubeLogSource(client),
+        elector=lease.LeaseElector(
+            client, namespace=lease_namespace, name=lease_name, identity=identity
+        ),
+        sender=notify_http.HttpSender(),
+        identity=identity,
+        state_namespace=lease_namespace,
+    )
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class _Services:
+    """The service layer wired onto the adapters: what ``_tasks`` runs."""
+
+    counted: metrics.ControllerMetrics
+    notifier: notify.Notifier
+    cluster_view: view.ClusterView
+    runner: loop.Controller
+    aws: aws_wiring.Wired | None
+    """The AWS interruption queue and the Auto Scaling holds (issue 9), when configured."""
+
+
+def _services(
+    io: _Adapters,
+    *,
+    aws: aws_wiring.AwsOptions | None,
+    log_lines: int,
+    window_evictions: str | None,
+    notify_outbox: str | None,
+    evictor_quiet: dt.timedelta,
+) -> _Services:
+    """Step 2: the notifier, the informers' view with its termination observer, the AWS wiring,
+    and the reconcile loop that leads with them (``_reconcile_loop``)."""
+    counted = metrics.ControllerMetrics()
     notifier = notify.Notifier(
-        sender=sender,
+        sender=io.sender,
         metrics=counted,
-        is_leader=lambda: elector.is_leader,
-        outbox=state(notify_outbox),
+        is_leader=lambda: io.elector.is_leader,
+        outbox=io.state(notify_outbox),
     )
     cluster_view = _observed_view(
-        client,
-        ledger=ledger,
-        cluster_writer=cluster_writer,
+        io.client,
+        ledger=io.ledger,
+        cluster_writer=io.writer,
         notifier=notifier,
         counted=counted,
-        log_source=log_source,
+        log_source=io.log_source,
         log_lines=log_lines,
     )
-    recorder = recording.Recorder(
-        actions=ledger.actions,
-        log_source=log_source,
-        containers=log_source.containers,
-        lines=log_lines,
-        clock=_clock,
-    )
-    wired = (  # the AWS interruption queue and the Auto Scaling holds (issue 9)
+    wired = (
         aws_wiring.wire(
-            aws, client=client, view=cluster_view, writer=cluster_writer, leadership=elector
+            aws, client=io.client, view=cluster_view, writer=io.writer, leadership=io.elector
         )
         if aws is not None
         else None
     )
+    runner = _reconcile_loop(
+        io,
+        cluster_view=cluster_view,
+        notifier=notifier,
+        counted=counted,
+        holds=wired.holds if wired is not None else None,
+        log_lines=log_lines,
+        window_evictions=window_evictions,
+        evictor_quiet=evictor_quiet,
+    )
+    return _Services(
+        counted=counted, notifier=notifier, cluster_view=cluster_view, runner=runner, aws=wired
+    )
+
+
+def _reconcile_loop(
+    io: _Adapters,
+    *,
+    cluster_view: view.ClusterView,
+    notifier: notify.Notifier,
+    counted: metrics.ControllerMetrics,
+    holds: ports.HoldKeeper | None,
+    log_lines: int,
+    window_evictions: str | None,
+    evictor_quiet: dt.timedelta,
+) -> loop.Controller:
+    """The reconcile loop: rounds over the view while this replica leads, carried out by the
+    executor, which records to the ledger; a new leader first takes over what the last one left
+    (the executor's evictions, the notifier's outbox)."""
+    recorder = recording.Recorder(
+        actions=io.ledger.actions,
+        log_source=io.log_source,
+        containers=io.log_source.containers,
+        lines=log_lines,
+        clock=_clock,
+    )
     runs = executor.Executor(
-        cluster=cluster_writer,
+        cluster=io.writer,
         recorder=recorder,
         notifier=notifier,
-        holds=wired.holds if wired is not None else None,
-        windows=window_memory.WindowMemory(store=state(window_evictions)),
+        holds=holds,
+        windows=window_memory.WindowMemory(store=io.state(window_evictions)),
     )
 
     async def take_over() -> None:
         await runs.take_over()
         await notifier.take_over()
 
-    runner = loop.Controller(
+    return loop.Controller(
         evictor_quiet=evictor_quiet,
         view=cluster_view,
-        leadership=elector,
+        leadership=io.elector,
         executor=runs,
         on_lead=take_over,
         clock=_clock,
-        policy_reporter=policy_status.PolicyStatusWriter(client, instance=identity),
+        policy_reporter=policy_status.PolicyStatusWriter(io.client, instance=io.identity),
         on_policy=lambda pol: notifier.set_sinks(pol.notify),
         metrics=counted,
     )
-    supervisor.log.info("graceguard controller %s starting", identity)
-    await supervisor.supervise(
-        tasks={
-            **{i.name: i.run for i in cluster_view.informers},
-            "lease": elector.run,
-            "reconcile": runner.run,
-            "notify": notifier.run,
-            **_deadline_tasks(client, cluster_view=cluster_view, leadership=elector),
-            **(wired.tasks if wired is not None else {}),
-        },
-        endpoints=_endpoints(runner, counted, metrics_port=metrics_port, health_port=health_port),
-        host=probe_host,
-        stop_signals=supervisor.STOP_SIGNALS,
-        cleanups=[
-            elector.release,
-            *(wired.cleanups if wired is not None else []),
-            client.close,
-            ledger.close,
-            sender.close,
-        ],
-    )
+
+
+def _tasks(io: _Adapters, services: _Services) -> dict[str, supervisor.Task]:
+    """Step 3: what runs until the end: the informers, leader election, the reconcile loop, the
+    notifier's sends, the deadline source and the AWS tasks."""
+    return {
+        **{i.name: i.run for i in services.cluster_view.informers},
+        "lease": io.elector.run,
+        "reconcile": services.runner.run,
+        "notify": services.notifier.run,
+        **_deadline_tasks(io.client, cluster_view=services.cluster_view, leadership=io.elector),
+        **(services.aws.tasks if services.aws is not None else {}),
+    }
 
 
 async def _connect(
