@@ -32,7 +32,7 @@ from graceguard.domain import annotations as ann
 from . import graceguard_proc as gg
 from . import webhook_install as wi
 from .conftest import NOTICE_LEAD, NodeFactory
-from .kube import get_or_none, pod, pod_spec, wait_until
+from .kube import get_or_none, pod, pod_spec, run_pod, wait_until
 from .test_takeover import TAKEN_OVER, finished, guarded, kubectl_drain
 
 pytestmark = pytest.mark.e2e
@@ -275,5 +275,63 @@ def test_a_namespace_selector_protects_the_pods_of_a_labelled_namespace(
         done = control_plane.kubectl("label", "namespace", namespace, "graceguard-e2e/protect-")
         assert done.returncode == 0, done.stderr
         wait_until(lambda: safe_to_evict() is None, timeout=30, what="retracted with the label")
+    finally:
+        set_protect(control_plane, [])
+
+
+@pytest.mark.timeout(180)
+def test_with_takeover_off_the_webhook_refuses_by_a_namespace_selector_rule(
+    control_plane: controlplane.ControlPlane,
+    kube: Client,
+    namespace: str,
+    kwok_nodes: NodeFactory,
+    no_takeover: None,
+    tmp_path: pathlib.Path,
+) -> None:
+    """``takeover: []``: the webhook's own rules decide, so only its reading of the Namespace's
+    labels (its Namespace informer, the chart's webhook ClusterRole allowing it) can make a
+    ``namespaceSelector`` rule refuse an eviction. An unannotated bare pod's eviction is refused
+    naming the rule while its namespace carries the label, and goes through once the label is
+    gone (no controller runs: nothing else could hold it)."""
+    selector = {"matchLabels": {"graceguard-e2e/protect": namespace}}
+    set_protect(control_plane, [{"name": "by-namespace", "namespaceSelector": selector}])
+    try:
+        node = gg.node_name(kwok_nodes("a"))
+        run_pod(kube, namespace, pod("probe", annotations={ann.PROTECT: "true"}, node_name=node))
+        run_pod(kube, namespace, pod("lone", node_name=node, grace_seconds=1))
+        with wi.installed(control_plane, kube, namespace, tmp_path):
+            wi.wait_until_reviewing(control_plane, namespace, "probe")
+            unlabelled = wi.eviction_as(control_plane, namespace, "lone", dry_run=True)
+            assert unlabelled.returncode == 0, unlabelled.stderr  # the rule does not choose it
+            label = f"graceguard-e2e/protect={namespace}"
+            done = control_plane.kubectl("label", "namespace", namespace, label)
+            assert done.returncode == 0, done.stderr
+            said: str = wait_until(
+                lambda: (
+                    text
+                    if "by policy rule by-namespace"
+                    in (text := review_says(control_plane, namespace, "lone"))
+                    else None
+                ),
+                timeout=30,
+                what="the webhook to read the namespace's label",
+            )
+            assert TAKEN_OVER not in said, said
+            refused = wi.eviction_as(control_plane, namespace, "lone")
+            assert refused.returncode != 0, refused.stdout
+            assert "by policy rule by-namespace" in refused.stderr, refused.stderr
+            assert not terminating(kube, namespace, "lone")
+            done = control_plane.kubectl("label", "namespace", namespace, "graceguard-e2e/protect-")
+            assert done.returncode == 0, done.stderr
+            wait_until(
+                lambda: (
+                    wi.eviction_as(control_plane, namespace, "lone", dry_run=True).returncode == 0
+                ),
+                timeout=30,
+                what="the eviction allowed once the label is gone",
+            )
+            evicted = wi.eviction_as(control_plane, namespace, "lone")
+            assert evicted.returncode == 0, evicted.stderr
+            wait_until(lambda: terminating(kube, namespace, "lone"), timeout=30, what="evicted")
     finally:
         set_protect(control_plane, [])

@@ -13,6 +13,17 @@ controller count a pod that serves.
   asked to stop, with its own grace period (5 s). The count never falls to zero.
 * Without graceguard (``kubectl drain``, the same Deployment): the eviction takes the only Ready
   replica away before its replacement exists: the watcher sees zero Ready replicas.
+* ``kubectl drain`` against graceguard (the chart's eviction webhook, graceguard's controller),
+  the Deployment with no floor (``min-available: "0"``) and no PodDisruptionBudget: the drain is
+  taken over, the pod gets its notice, and its retries keep coming. The controller starts the
+  surge in the round the pod falls due; a retry that comes between the pod's eviction time and
+  that round found nothing else holding the last Ready replica and was admitted (an outage,
+  seen in an e2e run). The webhook now asks the surge rule itself and refuses it, naming the
+  surge. That moment is a race between kubectl drain's retry (every 5 s) and the controller's
+  round; the test opens it wide at its narrowest seam, by pausing the controller (``SIGSTOP``,
+  as a slow or stalled controller would be) from just before the pod's eviction time until
+  two retries have come, then lets it go on (``SIGCONT``). Its loss story is the test above it
+  (the same Deployment and ``kubectl drain`` without graceguard).
 
 The pure decision and its bound: ``tests/unit/test_surge.py``.
 """
@@ -20,7 +31,10 @@ The pure decision and its bound: ``tests/unit/test_surge.py``.
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import json
+import pathlib
+import signal
 import subprocess
 import threading
 import time
@@ -36,15 +50,22 @@ from lightkube.resources.core_v1 import Pod
 
 import controlplane
 from graceguard.domain import annotations as ann
+from graceguard.domain import times
 
 from . import graceguard_proc as gg
+from . import webhook_install as wi
 from .conftest import NodeFactory
-from .kube import is_running_ready, pod_spec, wait_until
+from .kube import get_or_none, is_running_ready, pod, pod_spec, run_pod, wait_until
+from .test_takeover import TAKEN_OVER, finished, guarded, kubectl_drain
 
 pytestmark = pytest.mark.e2e
 
 APP: dict[str, Any] = {"app": "pgbouncer"}
 GRACE = 5
+NO_FLOOR = {ann.MIN_AVAILABLE: "0"}
+"""No floor on the Deployment (and no PodDisruptionBudget): only a surge holds its last replica."""
+SURGE_AHEAD = "its last Ready replica, goes (a surge:"
+"""The webhook's refusal while a surge stands before the pod's eviction (``engine.admission``)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -147,13 +168,18 @@ class Watcher:
         self._process.wait(timeout=10)
 
 
-def _one_replica(kube: Client, namespace: str, kwok_nodes: NodeFactory) -> tuple[str, str, str]:
+def _one_replica(
+    kube: Client,
+    namespace: str,
+    kwok_nodes: NodeFactory,
+    annotations: dict[str, str] | None = None,
+) -> tuple[str, str, str]:
     """The Deployment of 1 replica Ready on node ``a``, node ``b`` free: (a, b, the pod)."""
     pool = {"pool": namespace}
     a = gg.node_name(kwok_nodes("a", labels=pool))
     kube.create(
         Deployment(
-            metadata=ObjectMeta(name="pgbouncer", namespace=namespace),
+            metadata=ObjectMeta(name="pgbouncer", namespace=namespace, annotations=annotations),
             spec=DeploymentSpec(
                 replicas=1,
                 selector=LabelSelector(matchLabels=APP),
@@ -233,10 +259,11 @@ def test_without_graceguard_the_drain_leaves_no_ready_replica_for_a_while(
     namespace: str,
     kwok_nodes: NodeFactory,
 ) -> None:
-    """The same story with no graceguard: the loss the test above shows prevented."""
+    """The same story with no graceguard: the loss the tests above and below show prevented (the
+    Deployment as the one below has it: no floor)."""
     watcher = Watcher(control_plane, namespace)
     try:
-        a, b, old = _one_replica(kube, namespace, kwok_nodes)
+        a, b, old = _one_replica(kube, namespace, kwok_nodes, NO_FLOOR)
         done = control_plane.kubectl("drain", a, "--force", "--ignore-daemonsets", "--timeout=60s")
         assert done.returncode == 0, done.stderr
         wait_until(lambda: _replaced(kube, namespace, old, b), timeout=60, what=f"{old} replaced")
@@ -248,3 +275,79 @@ def test_without_graceguard_the_drain_leaves_no_ready_replica_for_a_while(
     outage = [c for c in story if c.ready == 0]
     assert outage, [dataclasses.astuple(c) for c in story]
     assert outage[0].pod == old and outage[0].deleting, outage[0]
+
+
+def _scheduled_at(kube: Client, namespace: str, name: str) -> dt.datetime | None:
+    """The eviction time the pod was told, once its notice is the ``ScheduledEviction`` (the
+    pod's ``PodEviction`` condition): from then on, at that time, the webhook no longer takes
+    an eviction of it over (its notice was given) and the other rules decide."""
+    found = get_or_none(kube, Pod, name, namespace)
+    if found is None or found.metadata is None or found.status is None:
+        return None
+    scheduled = any(
+        c.type == "PodEviction" and c.reason == "ScheduledEviction"
+        for c in found.status.conditions or []
+    )
+    at = times.time_in(found.metadata.annotations or {}, ann.EVICTION_AT)
+    return at if scheduled else None
+
+
+@pytest.mark.timeout(300)
+def test_kubectl_drains_retry_before_the_surge_starts_is_refused_and_a_replica_stays_ready(
+    control_plane: controlplane.ControlPlane,
+    kube: Client,
+    namespace: str,
+    kwok_nodes: NodeFactory,
+    policy: None,
+    tmp_path: pathlib.Path,
+) -> None:
+    watcher = Watcher(control_plane, namespace)
+    try:
+        a, b, old = _one_replica(kube, namespace, kwok_nodes, NO_FLOOR)
+        with guarded(control_plane, kube, namespace, tmp_path) as (_hook, (controller,)):
+            run_pod(kube, namespace, pod("probe", annotations={ann.PROTECT: "true"}, node_name=b))
+            wi.wait_until_reviewing(control_plane, namespace, "probe")
+            kube.delete(Pod, "probe", namespace=namespace, grace_period=0)
+
+            drain = kubectl_drain(control_plane, a, timeout=180)
+            at: dt.datetime = wait_until(
+                lambda: _scheduled_at(kube, namespace, old),
+                timeout=60,
+                what=f"the notice on {old}\n{gg.output_of(controller)}",
+                interval=0.1,
+            )
+            controller.process.send_signal(signal.SIGSTOP)  # the round at `at` does not come
+            try:
+                found = kube.get(Pod, old, namespace=namespace)
+                assert found.metadata is not None
+                stopped = dt.datetime.now(dt.UTC)
+                assert stopped < at, (stopped, at)  # paused before the pod fell due
+                assert ann.SURGE_AT not in (found.metadata.annotations or {})
+                # two of kubectl drain's retries (every 5 s) after the pod's eviction time
+                time.sleep((at - stopped).total_seconds() + 11)
+                still = get_or_none(kube, Pod, old, namespace)
+                assert still is not None and still.metadata is not None, f"{old} evicted in the gap"
+                assert still.metadata.deletionTimestamp is None, f"{old} evicted in the gap"
+                assert ann.SURGE_AT not in (still.metadata.annotations or {})  # still the gap
+            finally:
+                controller.process.send_signal(signal.SIGCONT)
+            code, out = finished(drain, timeout=150)
+            assert code == 0, out + gg.output_of(controller)
+            wait_until(
+                lambda: _replaced(kube, namespace, old, b),
+                timeout=60,
+                what=f"{old} replaced by a Ready pod on {b}\n{gg.output_of(controller)}",
+            )
+            time.sleep(1)  # the watch's last events
+    finally:
+        watcher.stop()
+    assert TAKEN_OVER in out, out
+    assert SURGE_AHEAD in out, out  # the retries in the gap, refused for the surge
+    changes = watcher.seen()
+    story = changes[_first_ready(changes, old) :]
+    assert min(c.ready for c in story) >= 1, [dataclasses.astuple(c) for c in story]
+    asked = next(i for i, c in enumerate(story) if c.pod == old and c.deleting)
+    new_ready = next(i for i, c in enumerate(story) if c.pod != old and c.serving)
+    assert new_ready < asked, [dataclasses.astuple(c) for c in story]
+    told = gg.reasons(kube, namespace, old)
+    assert "SurgeStarted" in told and "ForcedEviction" not in told, told
