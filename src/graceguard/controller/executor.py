@@ -18,7 +18,7 @@ import asyncio
 import dataclasses
 import datetime as dt
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 
 from graceguard.controller import ports, window_memory
 from graceguard.domain import durations, notifications, pod_writes, times
@@ -37,11 +37,42 @@ STALE = "skipped: its Disruption changed since read"
 refused (``SKIPPED``): it was planned from what the object said before the change."""
 
 
+UNWRITTEN = frozenset({"backing off", "refused", STALE})
+"""Outcomes that succeeded without changing the object the action names (an eviction refused or
+not asked again yet, a stale action skipped): nothing the view has to see before the next round."""
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class Outcome:
     action: act.Action
     ok: bool
     detail: str = ""
+
+    @property
+    def wrote(self) -> bool:
+        """Whether the call changed the object ``rounds.written_key`` names (a round waits for
+        its view to see only what was written: waiting for a change that never comes would hold
+        the next round until the view's timeout)."""
+        return self.ok and self.detail not in UNWRITTEN
+
+
+def pod_steps(actions: Sequence[act.Action]) -> list[tuple[act.Action, ...]]:
+    """One pod's actions of a round as the steps they are carried out in, in order: the notices
+    posted together (a pod due both its ``ProposedEviction`` and its ``ScheduledEviction`` at once)
+    are one step, one write on the pod (``Executor._post_notices``); every other action is a
+    step of its own."""
+    steps: list[tuple[act.Action, ...]] = []
+    for action in actions:
+        last = steps[-1][-1] if steps else None
+        if (
+            isinstance(action, act.PostNotice)
+            and isinstance(last, act.PostNotice)  # only notices join a step: all of it is
+            and last.request_id == action.request_id
+        ):
+            steps[-1] = (*steps[-1], action)
+        else:
+            steps.append((action,))
+    return steps
 
 
 class Executor:
@@ -86,8 +117,10 @@ class Executor:
         versions: Mapping[str, str] | None = None,
     ) -> list[Outcome]:
         """Carry out ``actions``: node-wide ones first (heartbeats after the status writes),
-        then each pod's in order, up to ``CONCURRENCY`` pods at a time (a 100-pod drain is then
-        not 600 calls in a row).
+        then each pod's in order; up to ``CONCURRENCY`` nodes, then pods, at a time (a 100-pod
+        drain is then not 600 calls in a row, and a hundred nodes' cordons not a hundred in a
+        row). Each node's actions (its cordon, hold, its Disruptions' status) stay in the order
+        planned.
 
         ``versions``: the versions of the objects the actions were planned from, keyed as
         ``rounds.written_key`` (``disruption:NAME``); a Disruption's status is written only over
@@ -96,15 +129,24 @@ class Executor:
         read = versions or {}
         outcomes: list[Outcome | None] = [None] * len(ordered)
         per_pod: dict[str, list[int]] = {}
-        heartbeats: list[int] = []
+        per_node: dict[str, list[int]] = {}
+        heartbeats: dict[str, list[int]] = {}
         for i, action in enumerate(ordered):
             pod = getattr(action, "pod", None)
             if isinstance(pod, act.PodRef):
                 per_pod.setdefault(pod.key, []).append(i)
-            elif isinstance(action, act.ExtendHold):
-                heartbeats.append(i)
             else:
-                outcomes[i] = await self._attempt(action, now, read)
+                node = getattr(action, "node", "") or getattr(action, "request_id", "")
+                to = heartbeats if isinstance(action, act.ExtendHold) else per_node
+                to.setdefault(node, []).append(i)
+        gate = asyncio.Semaphore(CONCURRENCY)
+
+        async def in_order(indexes: list[int]) -> None:
+            async with gate:
+                for i in indexes:
+                    outcomes[i] = await self._attempt(ordered[i], now, read)
+
+        await asyncio.gather(*(in_order(indexes) for indexes in per_node.values()))
         stale = {
             o.action.request_id
             for o in outcomes
@@ -112,20 +154,34 @@ class Executor:
         }
         # A heartbeat writes status.hold.lastHeartbeat, a new version of its Disruption: after
         # the round's status writes, which are conditioned on the version read.
-        for i in heartbeats:
-            outcomes[i] = await self._attempt(ordered[i], now, read)
-        gate = asyncio.Semaphore(CONCURRENCY)
+        await asyncio.gather(*(in_order(indexes) for indexes in heartbeats.values()))
 
         async def one_pod(indexes: list[int]) -> None:
             async with gate:
-                for i in indexes:
-                    if getattr(ordered[i], "request_id", None) in stale:
-                        outcomes[i] = Outcome(ordered[i], True, STALE)
-                        continue
-                    outcomes[i] = await self._attempt(ordered[i], now, read)
+                at = 0
+                for step in pod_steps([ordered[i] for i in indexes]):
+                    places, at = indexes[at : at + len(step)], at + len(step)
+                    done = await self._step(step, now, read, stale=stale)
+                    for i, outcome in zip(places, done, strict=True):
+                        outcomes[i] = outcome
 
         await asyncio.gather(*(one_pod(indexes) for indexes in per_pod.values()))
         return [o for o in outcomes if o is not None]
+
+    async def _step(
+        self,
+        step: tuple[act.Action, ...],
+        now: dt.datetime,
+        read: Mapping[str, str],
+        *,
+        stale: Collection[str | None],
+    ) -> list[Outcome]:
+        """One of ``pod_steps``: its outcomes, one per action."""
+        if getattr(step[0], "request_id", None) in stale:
+            return [Outcome(a, True, STALE) for a in step]
+        if len(step) == 1:
+            return [await self._attempt(step[0], now, read)]
+        return await self._post_notices([a for a in step if isinstance(a, act.PostNotice)])
 
     async def _attempt(
         self, action: act.Action, now: dt.datetime, read: Mapping[str, str]
@@ -145,20 +201,8 @@ class Executor:
             case act.Uncordon(node=node):
                 await c.uncordon(node=node)
                 return "uncordoned"
-            case act.PostNotice(pod=pod, notice=notice, request_id=request_id):
-                # Told (kept in the outbox) before the pod says it: a leader killed in between
-                # leaves a notice the next one sends, never one posted and not sent.
-                await self._tell(
-                    notifications.Event(notice.reason.value),
-                    pod,
-                    notice.message,
-                    at=notice.at,
-                    source=notice.source,
-                    eviction_at=notice.eviction_at,
-                    disruption=request_id,
-                )
-                await c.write_pod(pod=pod, write=pod_writes.NoticePosted(notice=notice))
-                await c.post_event(pod=pod, reason=notice.reason.value, message=notice.message)
+            case act.PostNotice():
+                await self._notices([action])
                 return "noticed"
             case act.WithdrawNotice(pod=pod):
                 await c.write_pod(pod=pod, write=pod_writes.NoticeWithdrawn())
@@ -231,6 +275,48 @@ class Executor:
                 await c.delete_disruption(request_id=request_id)
                 return "deleted"
         return "unknown action"
+
+    async def _post_notices(self, actions: Sequence[act.PostNotice]) -> list[Outcome]:
+        """``_notices``, one outcome per action (the same for each: they are one write)."""
+        try:
+            await self._notices(actions)
+        except Exception as err:  # one failed call must not stop the others
+            log.warning("action PostNotice failed: %s", err)
+            return [Outcome(a, False, str(err)) for a in actions]
+        return [Outcome(a, True, "noticed") for a in actions]
+
+    async def _notices(self, actions: Sequence[act.PostNotice]) -> None:
+        """The notices of one pod posted together, in the fewest writes the API allows: the pod
+        shows the last one (the ``PodEviction`` condition and both annotations, one write:
+        ``pod_writes.NoticePosted``), and each is still its own Event (DESIGN.md names both;
+        ``kubectl get events --field-selector reason=ScheduledEviction`` finds it).
+
+        Each is told (kept in the outbox) before the pod says it: a leader killed in between
+        leaves a notice the next one sends, never one posted and not sent. The Events go after
+        the pod's write, which is the one that decides: a leader killed before it leaves nothing
+        on the pod and the next leader posts the notice again, never twice; one killed after it
+        leaves the notice on the pod, and the next leader posts nothing again (its Events are
+        then lost, not doubled)."""
+        pod = actions[-1].pod
+        for action in actions:
+            notice = action.notice
+            await self._tell(
+                notifications.Event(notice.reason.value),
+                pod,
+                notice.message,
+                at=notice.at,
+                source=notice.source,
+                eviction_at=notice.eviction_at,
+                disruption=action.request_id,
+            )
+        await self._cluster.write_pod(
+            pod=pod, write=pod_writes.NoticePosted(notice=actions[-1].notice)
+        )
+        for action in actions:  # in order: whoever reads the Events sees them as posted
+            notice = action.notice
+            await self._cluster.post_event(
+                pod=pod, reason=notice.reason.value, message=notice.message
+            )
 
     async def _write_status(
         self,

@@ -150,7 +150,7 @@ class Round:
         done = Done(shown, result, outcomes)
         if self._observe is not None:
             self._observe(done)
-        written = {written_key(o.action) for o in outcomes if o.ok and o.detail != ex.STALE}
+        written = {written_key(o.action) for o in outcomes if o.wrote}
         await self._view.settle({k: v for k, v in before.items() if k in written})
         return done
 
