@@ -6,6 +6,7 @@ engine, executor and keeper with no gap over half the timeout and one CONTINUE."
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import datetime as dt
 import itertools
@@ -611,3 +612,47 @@ async def test_the_worker_receives_only_while_leading() -> None:
             break
     task.cancel()
     assert queue.deleted == ["r"]
+
+
+async def test_a_slow_message_does_not_hold_up_the_next_receive(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 22 item 3: the worker receives again as soon as a place is free, not once every
+    message of the last batch is handled: with the first of eleven messages stuck (a slow AWS
+    call), the ten others are handled, the eleventh from a second receive."""
+    svc, _, found, _ = _service()
+    handle, stuck, release = svc.handle, [0], asyncio.Event()
+
+    async def slow_first(event: interruptions.Interruption) -> service.Verdict:
+        stuck[0] += 1
+        if stuck[0] == 1:
+            await release.wait()
+        return await handle(event)
+
+    monkeypatch.setattr(svc, "handle", slow_first)
+    queue = FakeQueue(
+        [
+            ports.QueueMessage(f"m{i}", msg.test_notification(group="g", at=T0), f"r{i}", 1)
+            for i in range(aws_queue.MAX_MESSAGES + 1)
+        ]
+    )
+    worker = aws_queue.QueueWorker(
+        queue=queue, interruptions=svc, disruptions=found, leadership=Leader()
+    )
+    task = asyncio.create_task(worker.run())
+    try:
+        for _ in range(100):
+            await asyncio.sleep(0.01)
+            if len(queue.deleted) == aws_queue.MAX_MESSAGES:
+                break
+        assert sorted(queue.deleted) == sorted(f"r{i}" for i in range(1, 11))
+        release.set()
+        for _ in range(100):
+            await asyncio.sleep(0.01)
+            if len(queue.deleted) == aws_queue.MAX_MESSAGES + 1:
+                break
+        assert queue.deleted[-1] == "r0"
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task

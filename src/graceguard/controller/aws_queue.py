@@ -2,7 +2,8 @@
 message, through ports only; only while this replica leads.
 
 - Long polling, up to 10 messages a receive; each message read by ``manifests.aws_events`` and
-  acted on by ``controller.interruptions``, several at once; one log line per message.
+  acted on by ``controller.interruptions``, several at once, the next receive going out as soon
+  as a place is free (not once the batch is done); one log line per message.
 - A held instance's message stays in flight while its Disruption lasts (its visibility is
   extended every ``extend_seconds``) and is deleted as soon as the Disruption is over, which
   the executor marks after ``CONTINUE`` was sent: ``settle_run`` wakes on each change of the
@@ -87,28 +88,54 @@ class QueueWorker:
         self.handled = 0
 
     async def run(self) -> None:
-        while True:
-            if not self._leadership.is_leader:
-                if self.tracked:
-                    log.info(
-                        "not leading: %d held message(s) left to come back to the next leader",
-                        len(self.tracked),
-                    )
-                    self.tracked.clear()
-                self._leadership.changed.clear()
-                await self._leadership.changed.wait()
-                continue
-            try:
-                await self.poll_once()
-                await asyncio.sleep(0)  # a receive that answered at once must not starve the loop
-            except asyncio.CancelledError:
-                raise
-            except Exception as err:  # the queue or the network: try again shortly
-                log.warning("interruption queue: %s; retrying in 5s", err)
-                await asyncio.sleep(5)
+        """Receive while leading; each message handled in the background as soon as it
+        arrives, up to ``CONCURRENCY`` at once: the next receive waits for a free place, never
+        for the slowest message of the last batch (a hundred notices sent at once are not ten
+        batches in a row)."""
+        handling: set[asyncio.Task[service.Verdict]] = set()
+        try:
+            while True:
+                if not self._leadership.is_leader:
+                    await asyncio.gather(*handling)  # what they hold is tracked, then let go
+                    if self.tracked:
+                        log.info(
+                            "not leading: %d held message(s) left to come back to the next leader",
+                            len(self.tracked),
+                        )
+                        self.tracked.clear()
+                    self._leadership.changed.clear()
+                    await self._leadership.changed.wait()
+                    continue
+                try:
+                    await self._receive_into(handling)
+                    await asyncio.sleep(0)  # a receive that answered at once must not starve
+                except asyncio.CancelledError:
+                    raise
+                except Exception as err:  # the queue or the network: try again shortly
+                    log.warning("interruption queue: %s; retrying in 5s", err)
+                    await asyncio.sleep(5)
+        finally:
+            for task in handling:
+                task.cancel()
+
+    async def _receive_into(self, handling: set[asyncio.Task[service.Verdict]]) -> None:
+        """Once a place is free, one receive of at most as many messages as places are free,
+        each handled (``handle``) in a task of ``handling`` that leaves it when done."""
+        while len(handling) >= CONCURRENCY:
+            await asyncio.wait(handling, return_when=asyncio.FIRST_COMPLETED)
+        messages = await self._queue.receive(
+            max_messages=min(MAX_MESSAGES, CONCURRENCY - len(handling)),
+            wait_seconds=self._wait,
+            visibility_seconds=self._visibility,
+        )
+        for message in messages:
+            task = asyncio.create_task(self.handle(message))
+            handling.add(task)
+            task.add_done_callback(handling.discard)
 
     async def poll_once(self) -> int:
-        """One receive and the messages it brought; returns how many."""
+        """One receive and the messages it brought, all handled before it returns; returns how
+        many (``run`` does not wait for them before its next receive)."""
         messages = await self._queue.receive(
             max_messages=MAX_MESSAGES,
             wait_seconds=self._wait,
