@@ -316,3 +316,73 @@ def test_the_kubernetes_and_simulator_adapters_leave_the_same_cluster(
     # the sequences do exercise the cluster: something was written on every run
     assert any(real.annotations.values()) or any(real.terminating.values())
     assert any(held_for is not None for _, held_for in real.node), "the node was never held"
+
+
+class _CountingClient(lightkube.AsyncClient):
+    """The real client, counting its patches (each one request to the API server)."""
+
+    patches = 0
+
+    async def patch(self, *args: Any, **kwargs: Any) -> Any:
+        type(self).patches += 1
+        return await super().patch(*args, **kwargs)
+
+
+def test_a_notice_is_one_patch_of_the_pod_on_the_api_server(
+    control_plane: controlplane.ControlPlane, kube: Client, namespace: str, kwok_nodes: NodeFactory
+) -> None:
+    """Issue 22 item 2: a pod due both notices at once gets them in one patch (the status
+    subresource takes the pod's annotations with its ``PodEviction`` condition) and two Events;
+    a withdrawal is one patch too. A patch of the pod itself cannot carry the condition (the API
+    server keeps the status it had): the status subresource is the one write that can."""
+    node = gg.node_name(kwok_nodes("a"))
+    started = run_pod(kube, namespace, pod("p0", node_name=node))
+    assert started.metadata is not None and started.metadata.uid is not None
+    ref = act.PodRef(namespace, "p0", started.metadata.uid)
+    eviction_at = NOW + dt.timedelta(minutes=2)
+    both = [
+        act.PostNotice(ref, notices.Notice(reason, NOW, eviction_at, "spot-interruption"), "r")
+        for reason in (notices.NoticeReason.PROPOSED, notices.NoticeReason.SCHEDULED)
+    ]
+
+    async def run(actions: Sequence[act.Action]) -> int:
+        client = _CountingClient(
+            KubeConfig.from_file(control_plane.kubeconfig), field_manager="gg-contract"
+        )
+        _CountingClient.patches = 0
+        try:
+            ex = executor.Executor(cluster=writer.LightkubeWriter(client, instance="contract"))
+            outcomes = await ex.run(actions, now=NOW)
+            assert all(o.ok for o in outcomes), outcomes
+        finally:
+            await client.close()
+        return _CountingClient.patches
+
+    assert asyncio.run(run(both)) == 1
+    found = kube.get(Pod, "p0", namespace=namespace)
+    assert found.metadata is not None and found.metadata.annotations is not None
+    assert _ours(found.metadata.annotations) == {
+        ann.EVICTION_AT: "2026-11-20T12:02:00Z",
+        ann.EVICTION_REASON: "spot-interruption",
+    }
+    assert condition(found, "PodEviction") == "True"
+    reasons = [
+        str(e.reason)
+        for e in gg.events(kube, namespace, "p0")
+        if e.source is not None and e.source.component == writer.COMPONENT
+    ]
+    assert sorted(reasons) == ["ProposedEviction", "ScheduledEviction"]
+
+    assert asyncio.run(run([act.WithdrawNotice(ref)])) == 1
+    found = kube.get(Pod, "p0", namespace=namespace)
+    assert found.metadata is not None and _ours(found.metadata.annotations or {}) == {}
+    assert condition(found, "PodEviction") is None
+
+    kube.patch(
+        Pod,
+        "p0",
+        {"status": {"conditions": [{"type": "PodEviction", "status": "True"}]}},
+        namespace=namespace,
+        patch_type=lightkube.types.PatchType.STRATEGIC,
+    )
+    assert condition(kube.get(Pod, "p0", namespace=namespace), "PodEviction") is None

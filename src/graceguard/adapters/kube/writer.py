@@ -1,7 +1,8 @@
 """``ClusterWriter`` on the Kubernetes API through lightkube.
 
-Notices: the ``PodEviction`` condition goes through the status subresource (strategic merge on
-``conditions``, keyed by ``type``), the annotations through a JSON merge patch. Events are core
+Notices: the ``PodEviction`` condition and the notice's annotations go in one strategic merge
+patch of the status subresource (``conditions`` keyed by ``type``); every other pod write is a
+JSON merge patch of the annotations. Events are core
 ``v1`` Events reported by ``graceguard``. Evictions use the Eviction subresource with the pod's own
 grace period; 429 means a budget or a webhook refused. A ``Disruption``'s progress goes through
 the Disruption store (``adapters.kube.disruptions``) to its status subresource, carrying the
@@ -80,8 +81,13 @@ class LightkubeWriter:
         )
 
     async def write_pod(self, *, pod: act.PodRef, write: pod_writes.PodWrite) -> None:
-        """The ``PodEviction`` condition first for a notice (posted or withdrawn), then the
-        annotations ``pod_writes`` maps ``write`` to, in one merge patch."""
+        """The annotations ``pod_writes`` maps ``write`` to, in one patch; for a notice (posted
+        or withdrawn) the ``PodEviction`` condition in the same patch, through the status
+        subresource, which takes the pod's annotations with its status (only its spec,
+        deletion timestamp and owners are kept from a status write; tests/e2e
+        test_adapter_contract.py shows it on the API server): a notice is one write, never
+        half on the pod."""
+        annotations = pod_writes.annotation_changes(write)
         match write:
             case pod_writes.NoticePosted(notice=notice):
                 condition: dict[str, str] = {
@@ -91,23 +97,28 @@ class LightkubeWriter:
                     "message": notice.message,
                     "lastTransitionTime": times.format_time(notice.at.replace(microsecond=0)),
                 }
-                await self._patch_condition(pod, condition)
+                await self._patch_status(pod, annotations, condition)
             case pod_writes.NoticeWithdrawn():
-                await self._patch_condition(pod, {"type": CONDITION, "$patch": "delete"})
-        await self._client.patch(
-            Pod,
-            pod.name,
-            {"metadata": {"annotations": pod_writes.annotation_changes(write)}},
-            namespace=pod.namespace,
-            patch_type=PatchType.MERGE,
-        )
+                await self._patch_status(pod, annotations, {"type": CONDITION, "$patch": "delete"})
+            case _:
+                await self._client.patch(
+                    Pod,
+                    pod.name,
+                    {"metadata": {"annotations": annotations}},
+                    namespace=pod.namespace,
+                    patch_type=PatchType.MERGE,
+                )
 
-    async def _patch_condition(self, pod: act.PodRef, condition: dict[str, str]) -> None:
-        """``condition`` merged into the pod's status conditions by ``type``."""
+    async def _patch_status(
+        self, pod: act.PodRef, annotations: dict[str, str | None], condition: dict[str, str]
+    ) -> None:
+        """``condition`` merged into the pod's status conditions by ``type`` and
+        ``annotations`` set (``None``: removed), in one strategic merge patch of the status
+        subresource."""
         await self._client.patch(
             Pod.Status,
             pod.name,
-            {"status": {"conditions": [condition]}},
+            {"metadata": {"annotations": annotations}, "status": {"conditions": [condition]}},
             namespace=pod.namespace,
             patch_type=PatchType.STRATEGIC,
         )
