@@ -156,10 +156,10 @@ KINDS: dict[str, Kind] = {
             ),
             summary="`node` expires at `at`, announced `notice` before",
             imminent=True,
-            not_built=(
-                "an e2e test of graceguard.io/expires-at on a node (the deadline source and its"
-                " drain are shown with Karpenter's expireAfter in tests/e2e/test_karpenter.py)"
-            ),
+            # Built: the node's graceguard.io/expires-at read as an imminent Disruption's deadline
+            # (controller.deadlines, run by sim.deadlines); shown on the real control plane by
+            # tests/e2e/test_node_expiry.py (notice, eviction with the whole grace before the
+            # deadline, DeadlineExceeded ahead of it, protection not held past it).
         ),
     )
 }
