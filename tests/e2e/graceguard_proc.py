@@ -32,7 +32,10 @@ REPO = pathlib.Path(__file__).resolve().parents[2]
 
 
 def env(kubeconfig: pathlib.Path) -> dict[str, str]:
-    found = dict(os.environ)
+    """The test's environment for a graceguard process, without the terminal size a pytest-xdist
+    worker sets (``COLUMNS=80``, ``LINES=24``): graceguard's output goes to a pipe, and its
+    tables are as wide as they are there, not cut to 80 columns."""
+    found = {k: v for k, v in os.environ.items() if k not in {"COLUMNS", "LINES"}}
     found["KUBECONFIG"] = str(kubeconfig)
     found["PYTHONUNBUFFERED"] = "1"
     return found
