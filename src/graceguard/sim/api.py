@@ -61,6 +61,16 @@ class ApiServer:
         ) = None
         """The live nodes as served, for (that list of live nodes, their annotations then)."""
 
+    def scale(self, ref: cluster.WorkloadRef, replicas: int) -> None:
+        """The workload's ``spec.replicas`` set (``kubectl scale``, an HPA, KEDA): served from now
+        on, to the engine and to the budgets' status."""
+        self.replicas[ref.key] = replicas
+        self._workloads = tuple(
+            dataclasses.replace(w, replicas=replicas) if w.ref == ref else w
+            for w in self._workloads
+        )
+        self._budgets = None
+
     def dropped(self, pod: SimPod) -> None:
         """The pod changed: its object is served anew."""
         pod.kube = None

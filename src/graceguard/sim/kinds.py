@@ -20,6 +20,8 @@ class SettingType(enum.Enum):
     INTEGER = "integer"
     NAME = "name"
     FLAG = "flag"
+    WORKLOAD = "workload"
+    """``Kind/name`` of a workload the scenario runs (a Deployment or a ReplicaSet)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -46,6 +48,8 @@ class Kind:
     """The part of graceguard its "with graceguard" run relies on that is not built yet (that run
     then shows what is planned, not what the product does); ``None``: every part it relies on
     runs in a cluster today and is shown on the real control plane by the e2e tier."""
+    scales: bool = False
+    """Its events give a workload's new ``replicas``, not a ``node``."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -76,6 +80,7 @@ class Settings:
 
 
 D, INT, N, F = SettingType.DURATION, SettingType.INTEGER, SettingType.NAME, SettingType.FLAG
+W = SettingType.WORKLOAD
 
 SET_DESIRED = "set-desired"
 HOOK_TIMEOUT = Setting(
@@ -160,6 +165,22 @@ KINDS: dict[str, Kind] = {
             # (controller.deadlines, run by sim.deadlines); shown on the real control plane by
             # tests/e2e/test_node_expiry.py (notice, eviction with the whole grace before the
             # deadline, DeadlineExceeded ahead of it, protection not held past it).
+        ),
+        Kind(
+            "workload-scale-in",
+            (
+                Setting(
+                    "workload", W, None, "the Deployment or ReplicaSet it scales: Deployment/NAME"
+                ),
+                Setting("namespace", N, "default", "the workload's namespace"),
+            ),
+            summary="sets the workload's `replicas` at `at` (kubectl scale, an HPA, KEDA)",
+            scales=True,
+            # Built: the controller keeps pod-deletion-cost on a ReplicaSet's pods in line with
+            # their protection (engine.deletion_cost, through the projection the simulator runs
+            # and the executor's write); shown on the real control plane by
+            # tests/e2e/test_scale_in.py (kubectl scale 5 -> 3 on the real ReplicaSet controller
+            # keeps the 3 busy workers; without graceguard a busy one is deleted).
         ),
     )
 }

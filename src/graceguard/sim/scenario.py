@@ -33,6 +33,10 @@ The shape (every field but ``nodes``, ``pods`` and ``actors`` optional)::
         group: workers
         events:
           - {at: 30m, action: az-rebalance, node: a1}
+      - type: workload-scale-in      # its events set a workload's replicas, not a node
+        workload: Deployment/worker
+        events:
+          - {at: 40m, replicas: 3}
     policy: {noticeLead: 10m}        # a DisruptionPolicy spec; defaults from DESIGN.md
 
 Durations use the Go form (``90s``, ``1h30m``) and may not be negative. Unknown fields are
@@ -59,6 +63,8 @@ MAX_NODES = 500
 MAX_PODS = 2000
 MAX_EVENTS = 1000
 SCALABLE_KINDS = ("Deployment", "StatefulSet", "ReplicaSet")
+REPLICASET_KINDS = ("Deployment", "ReplicaSet")
+"""The workloads whose scale-in the ReplicaSet controller carries out."""
 OWNER_KINDS = (*SCALABLE_KINDS, "Job", "DaemonSet")
 EMPTY: Mapping[str, str] = types.MappingProxyType({})
 
@@ -95,6 +101,7 @@ _POD = (
 )
 _PDB = ("name", "namespace", "selector", "minAvailable", "maxUnavailable")
 _EVENT = ("at", "node", "action", "desired")
+_SCALE_EVENT = ("at", "replicas")
 
 
 class ScenarioError(ValueError):
@@ -174,6 +181,8 @@ class EventSpec:
     node: str | None = None
     action: str = ""
     desired: int | None = None
+    replicas: int | None = None
+    """A scaling actor's event: the workload's new ``spec.replicas``."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -221,7 +230,7 @@ def read_scenario(doc: object, *, default_name: str = "scenario") -> Scenario:
     pods = _pods(top, node_names)
     workloads = _workloads(top, pods)
     pdbs = _pdbs(top)
-    actors = _actors(top, node_names, {n.group for n in nodes})
+    actors = _actors(top, node_names, {n.group for n in nodes}, workloads)
 
     pol = policy.DEFAULT
     raw_policy = top.get("policy")
@@ -480,7 +489,9 @@ def _pdbs(top: Doc) -> tuple[PdbSpec, ...]:
     return tuple(out)
 
 
-def _actors(top: Doc, node_names: set[str], groups: set[str]) -> tuple[ActorSpec, ...]:
+def _actors(
+    top: Doc, node_names: set[str], groups: set[str], workloads: tuple[WorkloadSpec, ...]
+) -> tuple[ActorSpec, ...]:
     out: list[ActorSpec] = []
     for path, item in top.items("actors", required=True, limit=50):
         if not isinstance(item, Mapping):
@@ -504,9 +515,34 @@ def _actors(top: Doc, node_names: set[str], groups: set[str]) -> tuple[ActorSpec
         group = settings.values.get("group")
         if group and group not in groups:
             d.fail("group", f"no node has group {settings.values['group']!r}")
-        events = _events(d, kind, node_names)
+        if kind.scales:
+            events = _scale_events(d, _scaled_replicas(d, settings, workloads))
+        else:
+            events = _events(d, kind, node_names)
         out.append(ActorSpec(kind.name, settings, events))
     return tuple(out)
+
+
+def _scaled_replicas(
+    d: Doc, settings: kinds.Settings, workloads: tuple[WorkloadSpec, ...]
+) -> int | None:
+    """The replicas of the Deployment or ReplicaSet a scaling actor names (``None``: it names
+    none of the scenario's, said in ``errors``)."""
+    workload = settings.values.get("workload")
+    if not workload:
+        return None
+    assert isinstance(workload, str)
+    kind, _, name = workload.partition("/")
+    namespace = settings.values.get("namespace") or "default"
+    for w in workloads:
+        if (w.kind, w.name, w.namespace) == (kind, name, namespace):
+            return w.replicas
+    d.fail(
+        "workload",
+        f"no {kind} named {name!r} in namespace {namespace!r}: give it pods owned by "
+        f"{kind}/{name} (or list it under workloads)",
+    )
+    return None
 
 
 def _settings(d: Doc, kind: kinds.Kind) -> kinds.Settings:
@@ -529,12 +565,29 @@ def _settings(d: Doc, kind: kinds.Kind) -> kinds.Settings:
         elif s.type is kinds.SettingType.FLAG:
             assert isinstance(s.default, bool)
             value = d.flag(s.name, default=s.default)
+        elif s.type is kinds.SettingType.WORKLOAD:
+            value = _workload_setting(d, s.name, required=required)
         else:
             value = d.name(s.name, required=required, default=None)
         if value is None:
             value = "" if s.default is None else s.default
         values[s.name] = value
     return kinds.Settings(types.MappingProxyType(values))
+
+
+def _workload_setting(d: Doc, key: str, *, required: bool) -> str | None:
+    """``Kind/name`` of a Deployment or ReplicaSet."""
+    raw = d.text(key, required=required)
+    if raw is None:
+        return None
+    kind, _, name = raw.partition("/")
+    if kind not in REPLICASET_KINDS:
+        d.fail(key, f"expected Deployment/NAME or ReplicaSet/NAME, got {raw!r}")
+        return None
+    if not name or "/" in name or any(c.isspace() for c in name) or len(name) > 253:
+        d.fail(key, f"needs a name, as in {kind}/NAME, got {raw!r}")
+        return None
+    return raw
 
 
 def _events(d: Doc, kind: kinds.Kind, node_names: set[str]) -> tuple[EventSpec, ...]:
@@ -570,3 +623,33 @@ def _events(d: Doc, kind: kinds.Kind, node_names: set[str]) -> tuple[EventSpec, 
             continue
         out.append(EventSpec(at, node, action, desired))
     return tuple(sorted(out, key=lambda ev: ev.at))
+
+
+def _scale_events(d: Doc, replicas: int | None) -> tuple[EventSpec, ...]:
+    """A scaling actor's events (``kind.scales``), in time order: each asks for fewer replicas
+    than the one before it, the first for fewer than the workload's ``replicas``."""
+    found: list[tuple[str, EventSpec]] = []
+    for path, item in d.items("events", required=True, limit=MAX_EVENTS):
+        e = Doc.of(item, path, d.errors, _SCALE_EVENT)
+        if e is None:
+            continue
+        at = e.duration("at", default=None, required=True)
+        wanted = e.integer("replicas", default=-1, minimum=0, maximum=100_000, required=True)
+        if at is not None and wanted >= 0:
+            found.append((path, EventSpec(at, replicas=wanted)))
+    out: list[EventSpec] = []
+    before = replicas
+    for path, event in sorted(found, key=lambda pair: pair[1].at):
+        assert event.replicas is not None
+        if before is not None and event.replicas >= before:
+            d.errors.append(
+                FieldError(
+                    f"{path}.replicas",
+                    f"a scale-in needs fewer replicas than the {before} before it, "
+                    f"got {event.replicas}",
+                )
+            )
+            continue
+        before = event.replicas
+        out.append(event)
+    return tuple(out)

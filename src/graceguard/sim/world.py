@@ -166,6 +166,14 @@ class World:
             self._replace(pod, now)
         return True
 
+    def scale_in(self, pod: SimPod, now: dt.datetime, *, by: str) -> bool:
+        """The pod's ReplicaSet deletes it for a scale-in: a plain delete (no eviction, no
+        budget) with the pod's own grace period, and no replacement, whatever it ends as."""
+        if not pod.running or pod.terminating:
+            return False
+        pod.replaced = True
+        return self.sigterm(pod, now, pod.spec.grace, by=by, evicted=False)
+
     def kill(self, pod: SimPod, now: dt.datetime, cause: str, *, cascade: bool = True) -> None:
         if not pod.running:
             return

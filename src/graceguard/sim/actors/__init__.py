@@ -10,6 +10,7 @@ from graceguard.sim.actors.expiry import Expiry
 from graceguard.sim.actors.shutdown import NodeShutdown
 from graceguard.sim.actors.spot import Spot
 from graceguard.sim.actors.upgrade import Upgrade
+from graceguard.sim.actors.workload_scale_in import WorkloadScaleIn
 from graceguard.sim.scenario import ActorSpec
 from graceguard.sim.world import Mode, World
 
@@ -21,6 +22,7 @@ ACTORS: dict[str, type[Actor]] = {
     "node-shutdown": NodeShutdown,
     "upgrade": Upgrade,
     "expiry": Expiry,
+    "workload-scale-in": WorkloadScaleIn,
 }
 
 
