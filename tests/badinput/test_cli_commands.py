@@ -26,6 +26,7 @@ from .oneline import assert_one_line, assert_process_one_line, fill, run_process
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 SPOT = REPO / "scenarios" / "spot-interruption-checkpointing.yaml"
+SCALE_IN = REPO / "scenarios" / "keda-scale-in-busy-workers.yaml"
 AT = "2026-11-21T01:00:00Z"
 
 POD = {
@@ -42,11 +43,17 @@ POLICY = {
 }
 
 
-def _scenario(**changes: object) -> dict[str, object]:
-    doc = yaml.safe_load(SPOT.read_text(encoding="utf-8"))
+def _scenario(path: pathlib.Path = SPOT, **changes: object) -> dict[str, object]:
+    doc = yaml.safe_load(path.read_text(encoding="utf-8"))
     assert isinstance(doc, dict)
     doc.update(changes)
     return doc
+
+
+def _scale_in(**changes: object) -> dict[str, object]:
+    """The bundled scale-in story with its actor changed."""
+    actor = {"type": "workload-scale-in", "workload": "Deployment/worker", **changes}
+    return _scenario(SCALE_IN, actors=[actor])
 
 
 FILES: dict[str, object] = {
@@ -76,6 +83,10 @@ FILES: dict[str, object] = {
     },
     "scenario-bad-field.yaml": _scenario(horizon="forever"),
     "scenario-no-pods.yaml": _scenario(pods=[]),
+    "scenario-scale-out.yaml": _scale_in(events=[{"at": "6h20m", "replicas": 7}]),
+    "scenario-scale-unknown.yaml": _scale_in(
+        workload="Deployment/web", events=[{"at": "6h20m", "replicas": 3}]
+    ),
     "scenario-huge.yaml": "name: huge\npods:\n"
     + "".join(f"  - {{name: p{i}, node: n}}\n" for i in range(50_000)),
 }
@@ -227,6 +238,18 @@ CASES: dict[str, Case] = {
     ),
     "simulate no pods": case(
         "simulate", "{tmp}/scenario-no-pods.yaml", names="pods", says="invalid scenario"
+    ),
+    "simulate scale-in replicas": case(
+        "simulate",
+        "{tmp}/scenario-scale-out.yaml",
+        names="actors[0].events[0].replicas",
+        says="fewer replicas than the 5 before it, got 7",
+    ),
+    "simulate scale-in workload": case(
+        "simulate",
+        "{tmp}/scenario-scale-unknown.yaml",
+        names="actors[0].workload",
+        says="no Deployment named 'web'",
     ),
     "simulate one bad of two": case(*S, "{tmp}/nope.yaml", names="nope.yaml", says="no such file"),
     "simulate timeline suffix": case(

@@ -439,3 +439,119 @@ def test_a_replacement_never_takes_a_scenario_pods_name() -> None:
     names = [p.name for p in world.pods]
     assert len(names) == len(set(names))
     assert pod(world, "job-r1x").spec.name == "job"
+
+
+# ---- workload-scale-in (the ReplicaSet controller's choice) -----------------------------------
+
+
+def scale_in(replicas: int, at: str = "3h", **settings: Any) -> dict[str, Any]:
+    return {
+        "type": "workload-scale-in",
+        "workload": "Deployment/w",
+        "events": [{"at": at, "replicas": replicas}],
+        **settings,
+    }
+
+
+def deleted(world: World) -> list[str]:
+    return sorted(p.name for p in world.pods if p.sigterm_at is not None)
+
+
+def test_scale_in_deletes_the_lowest_deletion_cost_first() -> None:
+    cost = "controller.kubernetes.io/pod-deletion-cost"
+    doc = two_nodes(
+        [
+            {"name": "a", "node": "n1", "owner": "Deployment/w", "annotations": {cost: "5"}},
+            {"name": "b", "node": "n1", "owner": "Deployment/w", "annotations": {cost: "-3"}},
+            {"name": "c", "node": "n2", "owner": "Deployment/w", "annotations": {cost: "007"}},
+            {"name": "d", "node": "n2", "owner": "Deployment/w", "annotations": {cost: "1"}},
+        ],
+        scale_in(2),
+    )
+    # "007" is no valid cost (a leading zero): read as 0, as the ReplicaSet controller reads it.
+    world = run(doc, Mode.WITHOUT)
+    assert deleted(world) == ["b", "c"]
+    for name in ("b", "c"):
+        p = pod(world, name)
+        assert p.sigterm_at == START + 3 * 60 * MIN and p.forced and not p.evicted
+        assert p.end_kind is End.STOPPED
+    assert len(world.pods) == 4  # not replaced
+    assert world.api.replicas["Deployment/default/w"] == 2
+
+
+def test_scale_in_deletes_doubled_up_pods_first_then_the_newest_ready() -> None:
+    doc = two_nodes(
+        [
+            {"name": "old", "node": "n1", "owner": "Deployment/w"},
+            {"name": "new", "node": "n1", "owner": "Deployment/w", "start": "2h"},
+            {"name": "alone", "node": "n2", "owner": "Deployment/w", "start": "2h30m"},
+        ],
+        scale_in(2),
+    )
+    # n1 carries 2 of the workload's pods: they go before "alone", the newest of them first.
+    assert deleted(run(doc, Mode.WITHOUT)) == ["new"]
+    doc["actors"] = [scale_in(1)]
+    assert deleted(run(doc, Mode.WITHOUT)) == ["new", "old"]
+
+
+def test_scale_in_ready_times_within_a_power_of_two_tie_and_the_uid_decides() -> None:
+    """At 3h: Ready for 3h and 2h30m, int(log2) of both ages in nanoseconds is 43, a tie the
+    UID breaks (the pod's name stands in for it), older or not; 3h and 2h: 43 and 42, the newer
+    goes."""
+    pods = [
+        {"name": "a", "node": "n1", "owner": "Deployment/w"},
+        {"name": "b", "node": "n2", "owner": "Deployment/w", "start": "1h"},
+    ]
+    assert deleted(run(two_nodes(pods, scale_in(1)), Mode.WITHOUT)) == ["b"]
+    pods[1]["start"] = "30m"
+    assert deleted(run(two_nodes(pods, scale_in(1)), Mode.WITHOUT)) == ["a"]
+
+
+def test_scale_in_only_counts_its_own_workload_and_pods_not_going() -> None:
+    """3 -> 2 at 3h, then 2 -> 1 at 4h while the first pod deleted is still stopping (2 hours):
+    it is not counted again, so the second scale-in deletes one pod, not two; the other
+    Deployment's pod is left alone."""
+    doc = two_nodes(
+        [
+            {
+                "name": "w",
+                "count": 3,
+                "node": ["n1", "n2"],
+                "owner": "Deployment/w",
+                "grace": 10_000,
+                "stop": "2h",
+            },
+            {"name": "other", "node": "n1", "owner": "Deployment/other", "start": "2h"},
+        ],
+        scale_in(2),
+    )
+    doc["actors"][0]["events"].append({"at": "4h", "replicas": 1})
+    world = run(doc, Mode.WITHOUT)
+    assert pod(world, "other").sigterm_at is None
+    stopped = sorted((p.sigterm_at, p.name) for p in world.pods if p.sigterm_at is not None)
+    assert [t for t, _ in stopped] == [START + 180 * MIN, START + 240 * MIN]
+    assert world.api.replicas["Deployment/default/w"] == 1
+
+
+def test_scale_in_with_graceguard_keeps_the_busy_pod() -> None:
+    doc = two_nodes(
+        [
+            {"name": "idle", "node": "n1", "owner": "Deployment/w"},
+            {
+                "name": "busy",
+                "node": "n2",
+                "owner": "Deployment/w",
+                "start": "2h",
+                "work": "2h",
+                "annotations": {"graceguard.io/busy": "true"},
+            },
+        ],
+        scale_in(1),
+    )
+    without, guarded = run(doc, Mode.WITHOUT), run(doc, Mode.WITH)
+    assert deleted(without) == ["busy"] and pod(without, "busy").end_kind is End.KILLED
+    assert deleted(guarded) == ["idle"]
+    busy = pod(guarded, "busy")
+    assert busy.annotations["controller.kubernetes.io/pod-deletion-cost"] == "1000"
+    doc["policy"] = {"deletionCost": False}
+    assert deleted(run(doc, Mode.WITH)) == ["busy"]

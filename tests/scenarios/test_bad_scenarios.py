@@ -38,6 +38,63 @@ def actor(**fields: Any) -> dict[str, Any]:
     return with_changes(actors=[fields])
 
 
+def scaled(events: list[Any], **settings: Any) -> dict[str, Any]:
+    """A Deployment of 3 replicas and a ``workload-scale-in`` actor."""
+    return with_changes(
+        pods=[{"name": "w", "count": 3, "node": "n1", "owner": "Deployment/w"}],
+        actors=[{"type": "workload-scale-in", "events": events, **settings}],
+    )
+
+
+SCALE_IN_ROWS: list[tuple[object, str, str]] = [
+    (scaled([{"at": "1m", "replicas": 2}]), "actors[0].workload", "required"),
+    (
+        scaled([{"at": "1m", "replicas": 2}], workload="Job/w"),
+        "actors[0].workload",
+        "Deployment/NAME or ReplicaSet/NAME",
+    ),
+    (scaled([{"at": "1m", "replicas": 2}], workload="Deployment/"), "actors[0].workload", "name"),
+    (scaled([{"at": "1m", "replicas": 2}], workload=7), "actors[0].workload", "got '7'"),
+    (
+        scaled([{"at": "1m", "replicas": 2}], workload="Deployment/web"),
+        "actors[0].workload",
+        "no Deployment named 'web' in namespace 'default'",
+    ),
+    (
+        scaled([{"at": "1m", "replicas": 2}], workload="Deployment/w", namespace="batch"),
+        "actors[0].workload",
+        "in namespace 'batch'",
+    ),
+    (scaled([{"at": "1m"}], workload="Deployment/w"), "actors[0].events[0].replicas", "required"),
+    (
+        scaled([{"at": "1m", "replicas": "two"}], workload="Deployment/w"),
+        "actors[0].events[0].replicas",
+        "expected an integer",
+    ),
+    (
+        scaled([{"at": "1m", "replicas": -1}], workload="Deployment/w"),
+        "actors[0].events[0].replicas",
+        "at least 0",
+    ),
+    (
+        scaled([{"at": "1m", "replicas": 3}], workload="Deployment/w"),
+        "actors[0].events[0].replicas",
+        "fewer replicas than the 3 before it",
+    ),
+    (
+        scaled([{"at": "2m", "replicas": 2}, {"at": "1m", "replicas": 1}], workload="Deployment/w"),
+        "actors[0].events[0].replicas",
+        "fewer replicas than the 1 before it, got 2",
+    ),
+    (
+        scaled([{"at": "1m", "replicas": 2, "node": "n1"}], workload="Deployment/w"),
+        "actors[0].events[0].node",
+        "unknown field",
+    ),
+]
+"""``workload-scale-in``: its workload and its events' ``replicas``."""
+
+
 def errors_of(doc: object) -> dict[str, str]:
     with pytest.raises(ScenarioError) as caught:
         read_scenario(doc)
@@ -175,6 +232,7 @@ def test_the_minimal_scenario_is_valid() -> None:
             "actors[0].notice",
             "unknown field",
         ),
+        *SCALE_IN_ROWS,
         (with_changes(policy={"noticeLead": "ten"}), "policy.noticeLead", "invalid duration"),
         (
             with_changes(

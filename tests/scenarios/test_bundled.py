@@ -28,6 +28,7 @@ VOLUNTARY = [
     "cluster-autoscaler-single-pgbouncer",
     "cluster-autoscaler-takeover-unannotated",
     "eks-desired-size-1h-jobs",
+    "keda-scale-in-busy-workers",
     "upgrade-nightly-window-min-runtime",
 ]
 Figures = Callable[[str], Outcome]
@@ -58,6 +59,12 @@ EXPECTED = {
     "cluster-autoscaler-gang-of-4": ((2, 2, 3.017, 0), (0, 0, 0.0, 0)),
     # Four one-hour jobs with 20, 30, 40, 50 minutes left are killed 15 minutes after EKS evicts.
     "eks-desired-size-1h-jobs": ((4, 4, 2.667, 0), (0, 0, 0.0, 0)),
+    # KEDA scales the worker Deployment from 5 to 3 at 14:20; the ReplicaSet controller deletes
+    # the 2 pods it ranks first. Without costs: the 2 doubled-up (pool-1, pool-2) pods Ready
+    # most recently, worker-busy-0 and -1, killed 30 s later with 20m30s of their hour done. With
+    # graceguard the busy workers carry pod-deletion-cost 1000: the 2 idle ones go. Forced: the
+    # ReplicaSet deletes both pods (no eviction, no budget) in both runs.
+    "keda-scale-in-busy-workers": ((2, 2, 0.683, 2), (0, 0, 0.0, 2)),
     # At expiry the transcode and the render get SIGTERM and 30 s, too short for either's
     # checkpoint: killed with 40m30s and 45m30s done; the API pod is stopped unasked too. With
     # graceguard both are evicted before the expiry with their own grace and checkpoint
@@ -308,3 +315,53 @@ def test_without_its_gang_label_graceguard_loses_the_workers_too(bundled_documen
     o = outcome.outcome(runner.run(scenario.read_scenario(doc, default_name="no-gang")))
     assert (o.guarded.premature, o.guarded.killed) == (2, 2)
     assert o.guarded.work_lost_hours > 3.0
+
+
+def test_the_scale_in_deletes_the_idle_workers_by_graceguard_s_deletion_costs(
+    run_of: Runs,
+) -> None:
+    """``keda-scale-in-busy-workers``: the same ReplicaSet controller in both runs; with
+    graceguard the engine's ``SetDeletionCost`` (carried out by the executor's write) put 1000 on
+    each busy worker and none on the idle ones, so the 2 deleted are the idle ones."""
+    scale_in = dt.datetime(2026, 11, 20, 14, 20, tzinfo=dt.UTC)
+    runs = run_of("keda-scale-in-busy-workers")
+    for run, deleted in (
+        (runs.without, {"worker-busy-0", "worker-busy-1"}),
+        (runs.guarded, {"worker-idle-0", "worker-idle-1"}),
+    ):
+        world = run.world
+        stopped = {p.name for p in world.pods if p.sigterm_at is not None}
+        assert stopped == deleted, run.mode
+        for p in world.pods:
+            if p.name in deleted:
+                assert p.sigterm_at == scale_in and not p.evicted and p.forced
+        assert len(world.pods) == 5  # nothing replaced: the workload wants 3
+        assert world.api.replicas["Deployment/default/worker"] == 3
+    costs = {
+        p.name: p.annotations.get("controller.kubernetes.io/pod-deletion-cost")
+        for p in runs.guarded.world.pods
+    }
+    assert costs == {
+        "worker-idle-0": None,
+        "worker-idle-1": None,
+        "worker-busy-0": "1000",
+        "worker-busy-1": "1000",
+        "worker-busy-2": "1000",
+    }
+    assert not any(
+        "controller.kubernetes.io/pod-deletion-cost" in p.annotations
+        for p in runs.without.world.pods
+    )
+
+
+def test_with_deletion_cost_off_graceguard_loses_the_busy_workers_too(
+    bundled_document: Any,
+) -> None:
+    """The busy workers of ``keda-scale-in-busy-workers`` are kept by the deletion cost, not by
+    anything else graceguard does: with the policy's ``deletionCost: false`` the scale-in deletes
+    the same 2 busy workers as without graceguard."""
+    doc = dict(bundled_document("keda-scale-in-busy-workers"))
+    doc["policy"] = {"deletionCost": False}
+    o = outcome.outcome(runner.run(scenario.read_scenario(doc, default_name="no-cost")))
+    assert (o.guarded.premature, o.guarded.killed) == (2, 2)
+    assert round(o.guarded.work_lost_hours, 3) == 0.683

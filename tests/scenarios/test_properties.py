@@ -25,11 +25,13 @@ KEYS = [
     "name", "nodes", "pods", "actors", "policy", "events", "at", "node", "work", "grace", "start",
     "count", "stagger", "owner", "uses", "stop", "checkpoint", "type", "group", "action",
     "desired", "annotations", "labels", "selector", "minAvailable", "pdbs", "workloads", "horizon",
+    "workload", "replicas", "namespace",
 ]  # fmt: skip
 INTERESTING = [
     "1h", "0s", "-5m", "0", "1ms", "9000h", "100000000000000000000h", "1h30m", "clients", "n1",
     "Job/x", "Deployment/web", "DaemonSet/ds", "2026-11-20T00:00:00Z", "spot", "asg",
     "cluster-autoscaler", "eks-nodegroup", "node-shutdown", "upgrade", "expiry", "set-desired",
+    "workload-scale-in",
     "az-rebalance", "true", "false", "50%", "", " ", "é", "\n",
 ]  # fmt: skip
 EXAMPLES = int(os.environ.get("GRACEGUARD_SIM_EXAMPLES", "60"))

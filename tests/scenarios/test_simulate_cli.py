@@ -217,8 +217,9 @@ def test_rows_that_rely_on_parts_not_built_are_marked() -> None:
     """The demo never promises more than the product does: a "with graceguard" run that relies on
     a part not built yet is ``with*`` and names the part; the cluster-autoscaler stories
     (projection, the webhook and its takeover), the OS-shutdown story (the node agent) and the
-    AWS stories (the Auto Scaling hold, spot; tests/e2e/test_aws_story.py) and the expiry story
-    (graceguard.io/expires-at read as a deadline) run on built parts alone, shown on the real
+    AWS stories (the Auto Scaling hold, spot; tests/e2e/test_aws_story.py), the expiry story
+    (graceguard.io/expires-at read as a deadline) and the scale-in story (pod-deletion-cost;
+    tests/e2e/test_scale_in.py) run on built parts alone, shown on the real
     control plane."""
     code, out, err = invoke(*ALL, "--output", "json")
     assert code == 0, err
@@ -240,6 +241,8 @@ def test_rows_that_rely_on_parts_not_built_are_marked() -> None:
         assert marked.pop(aws) == [], aws
     # tests/e2e/test_node_expiry.py: graceguard.io/expires-at read as the node's deadline
     assert marked.pop("expiry-10m-notice") == []
+    # tests/e2e/test_scale_in.py: pod-deletion-cost kept in line, the real ReplicaSet controller
+    assert marked.pop("keda-scale-in-busy-workers") == []
     assert all(marked.values()), marked
     assert set(marked) == {"upgrade-nightly-window-min-runtime"}
     code, out, err = invoke(*ALL)
