@@ -28,7 +28,6 @@ VOLUNTARY = [
     "cluster-autoscaler-single-pgbouncer",
     "cluster-autoscaler-takeover-unannotated",
     "eks-desired-size-1h-jobs",
-    "keda-scale-in-busy-workers",
     "upgrade-nightly-window-min-runtime",
 ]
 Figures = Callable[[str], Outcome]
@@ -130,6 +129,7 @@ def test_imminent_scenarios_are_marked_so(figures_of: Figures) -> None:
     imminent = {n for n in BUNDLED if not figures_of(n).voluntary}
     assert imminent == {
         "expiry-10m-notice",
+        "keda-scale-in-busy-workers",
         "os-shutdown-critical-logging",
         "spot-interruption-checkpointing",
     }

@@ -175,6 +175,7 @@ KINDS: dict[str, Kind] = {
                 Setting("namespace", N, "default", "the workload's namespace"),
             ),
             summary="sets the workload's `replicas` at `at` (kubectl scale, an HPA, KEDA)",
+            imminent=True,  # deleted at once: graceguard cannot hold it, only rank its pods
             scales=True,
             # Built: the controller keeps pod-deletion-cost on a ReplicaSet's pods in line with
             # their protection (engine.deletion_cost, through the projection the simulator runs
