@@ -211,6 +211,18 @@ def _first_ready(changes: list[Change], old: str) -> int:
     return next(i for i, c in enumerate(changes) if c.pod == old and c.serving)
 
 
+def _ready_throughout(watcher: Watcher, old: str) -> Change:
+    """From ``old`` Ready on, the watch never saw the Deployment without a Ready replica, and
+    the new pod was Ready before ``old`` was asked to stop; the change that asked it."""
+    changes = watcher.seen()
+    story = changes[_first_ready(changes, old) :]
+    assert min(c.ready for c in story) >= 1, [dataclasses.astuple(c) for c in story]
+    asked = next(i for i, c in enumerate(story) if c.pod == old and c.deleting)
+    new_ready = next(i for i, c in enumerate(story) if c.pod != old and c.serving)
+    assert new_ready < asked, [dataclasses.astuple(c) for c in story]
+    return story[asked]
+
+
 @pytest.mark.timeout(240)
 def test_a_one_replica_deployment_drained_keeps_a_ready_replica_throughout(
     control_plane: controlplane.ControlPlane,
@@ -231,15 +243,8 @@ def test_a_one_replica_deployment_drained_keeps_a_ready_replica_throughout(
         time.sleep(1)  # the watch's last events
     finally:
         watcher.stop()
-    changes = watcher.seen()
-    story = changes[_first_ready(changes, old) :]
-    assert min(c.ready for c in story) >= 1, [dataclasses.astuple(c) for c in story]
-
-    # the new pod was Ready before the old one was asked to stop, and the old one got its grace
-    asked = next(i for i, c in enumerate(story) if c.pod == old and c.deleting)
-    new_ready = next(i for i, c in enumerate(story) if c.pod != old and c.serving)
-    assert new_ready < asked, [dataclasses.astuple(c) for c in story]
-    assert story[asked].grace == GRACE, story[asked]
+    asked = _ready_throughout(watcher, old)
+    assert asked.grace == GRACE, asked  # and the old one got its grace
 
     told = gg.reasons(kube, namespace, old)
     for reason in ("ProposedEviction", "ScheduledEviction", "SurgeStarted"):
@@ -343,11 +348,6 @@ def test_kubectl_drains_retry_before_the_surge_starts_is_refused_and_a_replica_s
         watcher.stop()
     assert TAKEN_OVER in out, out
     assert SURGE_AHEAD in out, out  # the retries in the gap, refused for the surge
-    changes = watcher.seen()
-    story = changes[_first_ready(changes, old) :]
-    assert min(c.ready for c in story) >= 1, [dataclasses.astuple(c) for c in story]
-    asked = next(i for i, c in enumerate(story) if c.pod == old and c.deleting)
-    new_ready = next(i for i, c in enumerate(story) if c.pod != old and c.serving)
-    assert new_ready < asked, [dataclasses.astuple(c) for c in story]
+    _ready_throughout(watcher, old)
     told = gg.reasons(kube, namespace, old)
     assert "SurgeStarted" in told and "ForcedEviction" not in told, told
