@@ -179,9 +179,12 @@ node-deps:
 	  command -v gcc >/dev/null && test -f /usr/lib/x86_64-linux-gnu/libc.a || \
 	  (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y $(NODE_PACKAGES))
 
-## e2e: tests against the real control plane (tests/e2e)
+## e2e: tests against the real control plane (tests/e2e), on E2E_WORKERS pytest-xdist workers
+## (default 2), each with a control plane of its own; a file's tests stay on one worker
+## (--dist loadfile), as they share its module fixtures. E2E_WORKERS=0 runs them in this process.
+E2E_WORKERS ?= 2
 e2e: cluster-build chart postgres dbusmock
-	$(PY) -m pytest tests/e2e -q --durations=15
+	$(PY) -m pytest tests/e2e -q -n $(E2E_WORKERS) --dist loadfile --durations=15
 
 ## node: the real-node tier (tests/node): the control plane with two real nodes, graceguard's image
 ## installed with helm in pods, a workload that gets its SIGTERM (hack/realnode.py)
