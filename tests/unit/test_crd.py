@@ -345,7 +345,7 @@ VALID: dict[str, dict[str, Any]] = {
         "maintenanceWindows": [
             {"schedule": "0 2 * * *", "duration": "4h", "timeZone": "Europe/Berlin"}
         ],
-        "windowedSources": ["upgrade", "expiry"],
+        "windowedSources": ["drain", "asg-scale-in"],
         "priorityPhases": [
             {"name": "regular", "minPriority": -2147483648},
             {"name": "critical", "minPriority": 2000000000},
@@ -484,11 +484,11 @@ INVALID: dict[str, dict[str, Any]] = {
     "zone as offset": {
         "maintenanceWindows": [{"schedule": "0 2 * * *", "duration": "4h", "timeZone": "+02:00"}]
     },
-    "sources not a list": {"windowedSources": "upgrade"},
+    "sources not a list": {"windowedSources": "drain"},
     "empty source": {"windowedSources": [""]},
     "source not a string": {"windowedSources": [1]},
     # A name no source can have: the windows would hold nothing to it.
-    "source with a space": {"windowedSources": ["upgrade", "my drain"]},
+    "source with a space": {"windowedSources": ["drain", "my drain"]},
     "source on two lines": {"windowedSources": ["drain\nupgrade"]},
     "source ending in a dot": {"windowedSources": ["expiry."]},
     "source starting with a dash": {"windowedSources": ["-drain"]},

@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 import yaml
 
-from graceguard.domain import notifications
+from graceguard.cli import explain, files
+from graceguard.domain import disruption, notifications, policy
 from graceguard.manifests import policies
 from graceguard.sim import kinds
 
@@ -66,6 +67,59 @@ def test_every_placeholder_and_event_is_documented() -> None:
         assert f"`${{{name}}}`" in text, name
     for event in notifications.EVENTS:
         assert f"`{event.value}`" in text, event
+
+
+def sources_graceguard_gives() -> set[str]:
+    """The source names in the table of docs/policy.md's ``windowedSources`` section."""
+    rows = [line for line in section("windowedSources").splitlines() if line.startswith("|")]
+    names = {n for row in rows for n in re.findall(r"`([^`]+)`", row)}
+    return {n for n in names if disruption.SOURCE_PATTERN.fullmatch(n)}
+
+
+def examples(text: str) -> list[str]:
+    """The names listed after each "such as" in ``text`` ("such as a, b or c")."""
+    found = re.findall(r"such as ((?:[\w.:-]*\w(?:, | or ))*[\w.:-]*\w)", text)
+    return [name for listed in found for name in re.split(r", | or ", listed)]
+
+
+def values_example() -> dict[str, Any]:
+    """The chart's commented-out ``windowedSources`` example in values.yaml, read."""
+    values = (ROOT / "deploy" / "helm" / "graceguard" / "values.yaml").read_text(encoding="utf-8")
+    found = re.search(r"^\s*# (windowedSources: .*)$", values, flags=re.M)
+    assert found is not None, "the chart's values.yaml lost its windowedSources example"
+    read: dict[str, Any] = yaml.safe_load(found.group(1))
+    return read
+
+
+def test_source_examples_name_sources_graceguard_gives() -> None:
+    """Where a message or a description shows source names, they are ones the product gives,
+    not the simulator's ``upgrade`` or a made-up ``expiry``."""
+    gives = sources_graceguard_gives()
+    assert {"drain", "cluster-autoscaler", "asg-scale-in", "node-expiry"} <= gives
+    assert "upgrade" not in gives  # the simulator's source, said below the table
+    crd_field = SPEC["properties"]["windowedSources"]
+    with pytest.raises(policy.PolicyError) as not_a_list:
+        policies.policy_from_manifest(EXAMPLE | {"spec": {"windowedSources": "drain"}})
+    with pytest.raises(policy.PolicyError) as not_a_name:
+        policies.policy_from_manifest(EXAMPLE | {"spec": {"windowedSources": [1]}})
+    with pytest.raises(files.InputError) as bad_option:
+        explain.check_source("")
+    texts = {
+        "spec.windowedSources not a list": str(not_a_list.value),
+        "spec.windowedSources[0] not a name": str(not_a_name.value),
+        "explain --source": str(bad_option.value),
+        "the CRD's windowedSources": crd_field["description"],
+        "the CRD's windowedSources items": crd_field["items"]["description"],
+    }
+    shown = {
+        "docs/policy.md's example": EXAMPLE["spec"]["windowedSources"],
+        "the chart's values.yaml": values_example()["windowedSources"],
+    }
+    for where, text in texts.items():
+        assert examples(text), f"{where} shows no example: {text!r}"
+        shown[where] = examples(text)
+    unknown = {where: sorted(set(names) - gives) for where, names in shown.items()}
+    assert {where: names for where, names in unknown.items() if names} == {}
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda p: p.stem)

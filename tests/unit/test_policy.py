@@ -90,7 +90,7 @@ def test_every_field() -> None:
                     {"schedule": "0 2 * * *", "duration": "3h", "timeZone": "Europe/Berlin"},
                     {"schedule": "0 22 * * 6", "duration": "4h"},
                 ],
-                "windowedSources": ["upgrade", "expiry"],
+                "windowedSources": ["drain", "asg-scale-in"],
                 "priorityPhases": [
                     {"name": "batch", "minPriority": -100},
                     {"name": "critical", "minPriority": 2_000_000_000},
@@ -109,7 +109,7 @@ def test_every_field() -> None:
             MaintenanceWindow("0 2 * * *", 3 * H, "Europe/Berlin"),
             MaintenanceWindow("0 22 * * 6", 4 * H, "UTC"),
         ),
-        windowed_sources=frozenset({"upgrade", "expiry"}),
+        windowed_sources=frozenset({"drain", "asg-scale-in"}),
         priority_phases=(phases.Phase("batch", -100), phases.Phase("critical", 2_000_000_000)),
     )
     assert got.limits == Limits(48 * H, 6 * H, dt.timedelta(minutes=15))
@@ -140,10 +140,10 @@ def test_windows_for_sources() -> None:
     w = MaintenanceWindow("0 2 * * *", H)
     every = Policy(maintenance_windows=(w,))
     assert every.windows_for("cluster-autoscaler") == (w,)
-    named = Policy(maintenance_windows=(w,), windowed_sources=frozenset({"upgrade"}))
-    assert named.windows_for("upgrade") == (w,)
+    named = Policy(maintenance_windows=(w,), windowed_sources=frozenset({"drain"}))
+    assert named.windows_for("drain") == (w,)
     assert named.windows_for("cluster-autoscaler") == ()
-    assert Policy().windows_for("upgrade") == ()
+    assert Policy().windows_for("drain") == ()
 
 
 # --- every field validated -----------------------------------------------------------------------
@@ -225,12 +225,20 @@ def test_windows_for_sources() -> None:
             "spec.maintenanceWindows[0].timeZone",
             "unknown IANA time zone",
         ),
-        (doc({"windowedSources": "upgrade"}), "spec.windowedSources", "expected a list"),
-        (doc({"windowedSources": ["upgrade", ""]}), "spec.windowedSources[1]", "a source name"),
+        (
+            doc({"windowedSources": "drain"}),
+            "spec.windowedSources",
+            "expected a list of source names such as drain, cluster-autoscaler",
+        ),
+        (
+            doc({"windowedSources": ["drain", ""]}),
+            "spec.windowedSources[1]",
+            "expected a source name such as drain, cluster-autoscaler",
+        ),
         (doc({"windowedSources": [1]}), "spec.windowedSources[0]", "expected a source name"),
         # A name no source can have: the windows would silently hold nothing to it.
         (
-            doc({"windowedSources": ["upgrade", "my drain"]}),
+            doc({"windowedSources": ["drain", "my drain"]}),
             "spec.windowedSources[1]",
             "'my drain' is not a source name",
         ),
@@ -318,9 +326,16 @@ def test_windowed_sources_take_every_source_name_graceguard_gives() -> None:
         "aws-health",
         "asg-lifecycle",
         "asg-scale-in",
+        "asg-az-rebalance",
+        "asg-instance-refresh",
+        "asg-health-check",
         "eks-nodegroup-scale-in",
-        "upgrade",
-        "expiry",
+        "node-expiry",
+        "karpenter-expiry",
+        "karpenter-termination",
+        "maintenance-planned",
+        "max-runtime",
+        "upgrade",  # the simulator's
         "team.batch:nightly_v2",
         "a" * 63,
     ]

@@ -42,7 +42,7 @@ def check_source(text: str) -> str:
     """A source name: not empty, on one line, printable (it is printed in every notice)."""
     if not text.strip() or len(text) > SOURCE_MAX or any(not c.isprintable() for c in text):
         raise files.InputError(
-            "--source: expected a source name on one line, such as upgrade or "
+            "--source: expected a source name on one line, such as drain or "
             f"cluster-autoscaler (at most {SOURCE_MAX} characters); got {text[:80]!r}"
         )
     return text
@@ -80,7 +80,7 @@ def explain(
         typer.Option(
             metavar="NAME",
             help="Who disrupts (names the windows that apply and the notices' "
-            "reason), e.g. cluster-autoscaler, upgrade, spot-interruption.",
+            "reason), e.g. drain, cluster-autoscaler, asg-scale-in, spot-interruption.",
         ),
     ] = "drain",
     namespace_file: Annotated[

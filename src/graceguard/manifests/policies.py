@@ -65,6 +65,8 @@ _SPEC_FIELDS = {
     "surgeMaxWait",
     "protect",
 }
+_SOURCE_EXAMPLES = "drain, cluster-autoscaler, asg-scale-in"
+"""Source names graceguard gives (docs/policy.md lists them all), for the messages."""
 _PROTECT_FIELDS = (
     "name",
     "namespaces",
@@ -651,7 +653,7 @@ def _sources(
         errors.append(
             FieldError(
                 f"{prefix}.windowedSources",
-                "expected a list of source names such as upgrade, expiry",
+                f"expected a list of source names such as {_SOURCE_EXAMPLES}",
             )
         )
         return None
@@ -667,7 +669,7 @@ def _source_problem(name: object) -> str | None:
     """Why ``name`` cannot be a source's name (``None``: it can). A name no source can have
     would hold nothing to the windows, silently."""
     if not isinstance(name, str) or not name:
-        return "expected a source name such as upgrade, expiry"
+        return f"expected a source name such as {_SOURCE_EXAMPLES}"
     if len(name) > disruption.SOURCE_MAX:
         return (
             f"at most {disruption.SOURCE_MAX} characters, got {len(name)}: no source has a "
