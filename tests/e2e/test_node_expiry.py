@@ -98,14 +98,16 @@ def test_every_pod_leaves_with_its_grace_before_the_node_expires(
     assert leaving.metadata.deletionTimestamp <= expires, (leaving.metadata, expires)
     assert condition(leaving, "DisruptionTarget") == "True"  # the Eviction API, not a DELETE
     reasons = gg.reasons(kube, namespace, "transcode")
-    assert "ScheduledEviction" in reasons and "Evicted" in reasons, reasons
-    scheduled = [
+    # Told once: the round that evicts it runs a little after its last moment, the time it
+    # was told, and tells it nothing again (no second notice "after 0s").
+    notices = [r for r in reasons if r in {"ProposedEviction", "ScheduledEviction"}]
+    assert notices == ["ProposedEviction", "ScheduledEviction"] and "Evicted" in reasons, reasons
+    (scheduled,) = [
         str(e.message)
         for e in gg.events(kube, namespace, "transcode")
         if e.reason == "ScheduledEviction"
     ]
-    assert all("reason: node-expiry" in m for m in scheduled), scheduled
-    print("transcode told:", scheduled)
+    assert "reason: node-expiry" in scheduled, (scheduled, reasons)
 
     wait_until(
         lambda: get_or_none(kube, Pod, "transcode", namespace) is None,

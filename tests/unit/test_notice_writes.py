@@ -153,6 +153,31 @@ def test_a_leader_killed_after_the_pod_s_write_is_not_followed_by_a_second_notic
     assert len(fake.writes) == 1 and _told(fake) == []
 
 
+def test_a_round_just_after_a_protected_pod_s_last_moment_does_not_tell_it_again() -> None:
+    """Under a deadline a protected pod (``do-not-disrupt``) is told its ``ScheduledEviction`` for
+    its last moment, the deadline minus its grace. The round that evicts it runs a little after
+    that instant (the loop's 0.1 s debounce, as on the real control plane: tests/e2e/
+    test_node_expiry.py): the pod goes now, at the time it was told, and is not nominated and told
+    "after 0s" a second time."""
+    protected = dataclasses.replace(
+        POD, grace_seconds=30, annotations={"karpenter.sh/do-not-disrupt": "true"}
+    )
+    fake = Counting(_snapshot(protected))
+    _leader(fake)
+    assert _told(fake) == ["ProposedEviction", "ScheduledEviction"]
+    told = times.time_in(fake.snapshot.pods[0].annotations, ann.EVICTION_AT)
+    assert told == REQUEST.deadline - dt.timedelta(seconds=30)  # type: ignore[operator]
+
+    late = told + dt.timedelta(milliseconds=104)
+    actions = _plan(fake.snapshot, late)
+    assert _notices(actions) == []
+    (evict,) = [a for a in actions if isinstance(a, act.Evict)]
+    assert evict.pod.name == "api"
+    _leader(fake, late)
+    assert _told(fake) == ["ProposedEviction", "ScheduledEviction"]
+    assert fake.snapshot.pods[0].terminating  # evicted in that round
+
+
 def _notice(reason: notices.NoticeReason, request_id: str = "r") -> act.PostNotice:
     ref = act.PodRef("web", "api", "u1")
     return act.PostNotice(ref, notices.Notice(reason, NOW, NOW, "drain"), request_id)

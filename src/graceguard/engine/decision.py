@@ -121,6 +121,7 @@ def decide(
     target, latest, exceeded = _under_deadline(
         request, pod, target=target, phase_end=phase_end, now=now, blockers=blockers
     )
+    target = _as_told(target, told=previous, now=now)
     return PodDecision(
         pod=pod,
         protection=prot,
@@ -157,6 +158,18 @@ def _after_notice(
                 "notice", f"notice lead {durations.format_duration(lead)} before eviction", target
             )
         )
+    return target
+
+
+def _as_told(target: dt.datetime, *, told: dt.datetime | None, now: dt.datetime) -> dt.datetime:
+    """The eviction time the pod was told (``told``) when it has come and the pod is due now
+    (``target`` not after ``now``): the pod goes now, as told, and is not told again. A round
+    runs a little after the instant it woke for (the loop's debounce, a slow API): at a pod's
+    last moment under a deadline that instant has passed and the deadline pulls the eviction
+    back to ``now``, which is not the time told, so it would be nominated and told its
+    ``ScheduledEviction`` a second time, "after 0s", a fraction of a second after the first."""
+    if told is not None and told <= now and target <= now:
+        return told
     return target
 
 
