@@ -19,123 +19,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import gc
 import pathlib
 import tempfile
 import time
-import tracemalloc
 from typing import Any
 
-from lightkube.operators import not_equal
-from lightkube.resources.core_v1 import Namespace
-
 import kwokbench
-from graceguard.adapters.kube import resources, view
 
-NODES, PODS_PER_NODE = 200, 100
-NAMESPACES, APPS = 20, 1000
+FLEET = kwokbench.Fleet(nodes=200, pods_per_node=100, namespaces=20, apps=1000)
 LEASE_NAMESPACE = "graceguard-bench"
 TARGET_BYTES_PER_POD = 2048
-RUNNING_SHARE = 0.99
-"""Wait until this share of the pods is Running (or ``RUNNING_TIMEOUT``)."""
-RUNNING_TIMEOUT = 180.0
-
-
-def node_name(i: int) -> str:
-    return f"kwok-{i:03d}"
-
-
-def pod_bodies() -> list[dict[str, Any]]:
-    found = []
-    for n in range(NODES):
-        for j in range(PODS_PER_NODE):
-            i = n * PODS_PER_NODE + j
-            app = i % APPS
-            found.append(
-                kwokbench.pod_body(
-                    f"app-{app:04d}-{i:05d}",
-                    namespace=f"bench-{app % NAMESPACES:02d}",
-                    node=node_name(n),
-                    app=f"app-{app:04d}",
-                )
-            )
-    return found
-
-
-async def setup(cp: Any) -> None:
-    kube = kwokbench.client(cp)
-    try:
-        names = [LEASE_NAMESPACE, *(f"bench-{k:02d}" for k in range(NAMESPACES))]
-        await kwokbench.create_all(
-            kube, Namespace, (kwokbench.namespace_body(n) for n in names), concurrency=8
-        )
-        await asyncio.gather(*(kwokbench.wait_namespace_ready(kube, n) for n in names))
-        await kwokbench.create_all(
-            kube,
-            resources.Node,
-            (kwokbench.node_body(node_name(i), max_pods=PODS_PER_NODE + 10) for i in range(NODES)),
-            concurrency=16,
-        )
-    finally:
-        await kube.close()
-
-
-async def create_pods(cp: Any) -> int:
-    kube = kwokbench.client(cp)
-    try:
-        return await kwokbench.create_all(
-            kube, resources.Pod, pod_bodies(), concurrency=32, progress_every=2000
-        )
-    finally:
-        await kube.close()
-
-
-async def wait_running(cp: Any, pods: int) -> int:
-    """Wait until the sample namespace ``bench-00`` is nearly all Running (listing every pod
-    that is not would cost the apiserver more than kwok's work), then count them all once."""
-    kube = kwokbench.client(cp)
-    deadline = time.monotonic() + RUNNING_TIMEOUT
-    not_running = {"status.phase": not_equal("Running")}
-    try:
-        while time.monotonic() < deadline:
-            left = await kwokbench.count_pods(kube, fields=not_running, namespace="bench-00")
-            kwokbench.log(f"{left} of {pods // NAMESPACES} pods in bench-00 not Running")
-            if left <= (1 - RUNNING_SHARE) * pods / NAMESPACES:
-                break
-            await asyncio.sleep(5)
-        running = pods - await kwokbench.count_pods(kube, fields=not_running)
-        kwokbench.log(f"{running} of {pods} pods Running")
-        return running
-    finally:
-        await kube.close()
-
-
-async def traced_view(cp: Any, pods: int) -> float:
-    """Load a ClusterView in-process under tracemalloc; print the top allocation sites."""
-    kube = kwokbench.client(cp)
-    try:
-        cluster_view = view.ClusterView(kube)
-        gc.collect()
-        tracemalloc.start(1)
-        before = tracemalloc.take_snapshot()
-        await cluster_view.load_once()
-        gc.collect()
-        after = tracemalloc.take_snapshot()
-        tracemalloc.stop()
-        loaded = len(cluster_view.pods.store)
-        stats = after.compare_to(before, "lineno")
-        total = sum(s.size_diff for s in stats)
-        kwokbench.log(f"ClusterView of {loaded} pods: {total / loaded:.0f} traced bytes per pod")
-        for s in stats[:15]:
-            frame = s.traceback[0]
-            kwokbench.log(
-                f"  {s.size_diff / loaded:7.1f} B/pod {s.count_diff:8d} blocks "
-                f"{frame.filename.rsplit('/src/', 1)[-1]}:{frame.lineno}"
-            )
-        del cluster_view
-        return total / max(loaded, 1)
-    finally:
-        await kube.close()
 
 
 def main() -> None:
@@ -151,8 +44,8 @@ def main() -> None:
         controllers: list[kwokbench.Controller] = []
         try:
             kwokbench.install_crd(cp)
-            asyncio.run(setup(cp))
-            kwokbench.log(f"{NODES} kwok nodes created")
+            asyncio.run(kwokbench.create_fleet_nodes(cp, FLEET, more_namespaces=[LEASE_NAMESPACE]))
+            kwokbench.log(f"{FLEET.nodes} kwok nodes created")
             first = kwokbench.start_controller(
                 cp, name="gg-baseline", workdir=workdir, lease_namespace=LEASE_NAMESPACE
             )
@@ -161,10 +54,10 @@ def main() -> None:
             kwokbench.log(f"baseline RSS {kwokbench.mib(baseline)} MiB {samples}")
 
             started = time.monotonic()
-            pods = asyncio.run(create_pods(cp))
+            pods = asyncio.run(kwokbench.create_fleet_pods(cp, FLEET))
             create_seconds = time.monotonic() - started
             kwokbench.log(f"{pods} pods created in {create_seconds:.1f}s")
-            running = asyncio.run(wait_running(cp, pods))
+            running = asyncio.run(kwokbench.wait_fleet_running(cp, FLEET))
             running_seconds = time.monotonic() - started
 
             incremental, samples = kwokbench.settled_rss(first, min_seconds=10, max_seconds=90)
@@ -190,7 +83,7 @@ def main() -> None:
 
             per_pod = (loaded - baseline) / pods
             figures |= {
-                "nodes": NODES,
+                "nodes": FLEET.nodes,
                 "pods": pods,
                 "pods_running": running,
                 "create_seconds": round(create_seconds, 1),
@@ -205,7 +98,7 @@ def main() -> None:
                 "reconcile_rounds": rounds,
             }
             if args.tracemalloc:
-                figures["view_traced_bytes_per_pod"] = round(asyncio.run(traced_view(cp, pods)))
+                figures["view_traced_bytes_per_pod"] = round(asyncio.run(kwokbench.traced_view(cp)))
             figures |= {
                 "target_bytes_per_pod": TARGET_BYTES_PER_POD,
                 "meets_target": per_pod < TARGET_BYTES_PER_POD,

@@ -18,26 +18,19 @@ the runs, each run is under ``runs``. Target: none in issue 4 (``target`` null).
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import datetime as dt
 import pathlib
 import statistics
 import tempfile
 import time
 from typing import Any
 
-import lightkube
 from lightkube.resources.core_v1 import Namespace
 
 import kwokbench
-from graceguard.adapters.kube import disruptions as kube_disruptions
 from graceguard.adapters.kube import resources
-from graceguard.domain import disruption
-from graceguard.manifests import disruptions
 
 RUNS, PODS = 3, 100
 NAMESPACE, LEASE_NAMESPACE = "bench-latency", "graceguard-bench"
-PROPOSED, SCHEDULED = "ProposedEviction", "ScheduledEviction"
 TIMEOUT = 120.0
 
 
@@ -80,123 +73,15 @@ async def setup(cp: Any) -> None:
         await kube.close()
 
 
-class Seen:
-    """When this process first received each pod's notices (monotonic seconds)."""
-
-    def __init__(self, pods: list[str]) -> None:
-        self.pods = set(pods)
-        self.listed: set[str] = set()
-        self.events: dict[str, dict[str, float]] = {PROPOSED: {}, SCHEDULED: {}}
-        self.conditions: dict[str, dict[str, float]] = {PROPOSED: {}, SCHEDULED: {}}
-        self.done = asyncio.Event()
-
-    def _check(self) -> None:
-        if len(self.events[SCHEDULED]) == len(self.pods) == len(self.conditions[SCHEDULED]):
-            self.done.set()
-
-    def pod(self, raw: dict[str, Any]) -> None:
-        now = time.monotonic()
-        name = str((raw.get("metadata") or {}).get("name"))
-        if name not in self.pods:
-            return
-        self.listed.add(name)
-        for cond in (raw.get("status") or {}).get("conditions") or []:
-            if cond.get("type") == "PodEviction" and cond.get("status") == "True":
-                reason = cond.get("reason")
-                if reason in self.conditions:
-                    self.conditions[reason].setdefault(name, now)
-                if reason == SCHEDULED:  # a Scheduled notice implies the Proposed one
-                    self.conditions[PROPOSED].setdefault(name, now)
-        self._check()
-
-    def event(self, raw: dict[str, Any]) -> None:
-        now = time.monotonic()
-        name = str((raw.get("involvedObject") or {}).get("name"))
-        reason = raw.get("reason")
-        if name in self.pods and reason in self.events:
-            self.events[str(reason)].setdefault(name, now)
-            self._check()
-
-    def noticed(self) -> dict[str, float]:
-        """Per pod: when both its ScheduledEviction Event and condition had arrived."""
-        return {
-            p: max(self.events[SCHEDULED][p], self.conditions[SCHEDULED][p])
-            for p in self.events[SCHEDULED]
-            if p in self.conditions[SCHEDULED]
-        }
-
-
-async def watch(
-    kube: lightkube.AsyncClient, resource: Any, fields: dict[str, str], sink: Any
-) -> None:
-    async for _kind, obj in kube.watch(resource, namespace=NAMESPACE, fields=fields):  # type: ignore[arg-type]
-        sink(dict(obj))
-
-
-def quantile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
-
-
 async def one_drain(cp: Any, controller: kwokbench.Controller, run: int) -> dict[str, Any]:
-    node = node_name(run)
-    seen = Seen(pod_names(run))
-    kube = kwokbench.client(cp)
-    tasks = [
-        asyncio.create_task(watch(kube, resources.Pod, {"spec.nodeName": node}, seen.pod)),
-        asyncio.create_task(
-            watch(kube, resources.Event, {"involvedObject.kind": "Pod"}, seen.event)
-        ),
-    ]
-    try:
-        while len(seen.listed) < PODS:  # the pod watch has delivered every pod: it is live
-            await asyncio.sleep(0.05)
-        await asyncio.sleep(1.0)  # and the event watch its backlog
-        rounds_before = controller.metric("graceguard_reconcile_rounds_total") or 0
-        now = dt.datetime.now(dt.UTC).replace(microsecond=0)
-        request = disruption.DisruptionRequest(
-            id=disruptions.request_name(source="bench", node=node, pod=None, at=now),
-            node=node,
-            source="bench",
-            disruption_class=disruption.DisruptionClass.VOLUNTARY,
-            requested_at=now,
-        )
-        t0 = time.monotonic()
-        assert await kube_disruptions.DisruptionStore(kube).open_disruption(request)
-        try:
-            await asyncio.wait_for(seen.done.wait(), TIMEOUT)
-        except TimeoutError:
-            kwokbench.log(f"run {run}: only {len(seen.noticed())} of {PODS} pods noticed")
-        rounds = (controller.metric("graceguard_reconcile_rounds_total") or 0) - rounds_before
-    finally:
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
-        await kube.close()
-    noticed = sorted(at - t0 for at in seen.noticed().values())
-    proposed = [at - t0 for at in seen.events[PROPOSED].values()]
-    first = min(
-        (
-            at
-            for stage in (*seen.events.values(), *seen.conditions.values())
-            for at in stage.values()
-        ),
-        default=float("nan"),
+    return await kwokbench.drain_and_watch(
+        cp,
+        controller,
+        node=node_name(run),
+        pods=pod_names(run),
+        namespace=NAMESPACE,
+        timeout=TIMEOUT,
     )
-    result = {
-        "node": node,
-        "pods_noticed": len(noticed),
-        "seconds_to_first_notice": round(first - t0, 3),
-        "seconds_to_all_proposed": round(max(proposed), 3) if len(proposed) == PODS else None,
-        "seconds_to_all_scheduled": round(noticed[-1], 3) if len(noticed) == PODS else None,
-        "p50_seconds": round(quantile(noticed, 0.5), 3) if noticed else None,
-        "p99_seconds": round(quantile(noticed, 0.99), 3) if noticed else None,
-        "reconcile_rounds": rounds,
-    }
-    kwokbench.log(f"run {run}: {result}")
-    return result
 
 
 def median_of(runs: list[dict[str, Any]], key: str) -> float | None:

@@ -8,24 +8,33 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import datetime as dt
+import gc
 import json
 import os
 import pathlib
 import signal
+import ssl
 import statistics
 import subprocess
 import sys
 import time
+import tracemalloc
 import urllib.request
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
+import httpx2
 import lightkube
 from lightkube.config.kubeconfig import KubeConfig
-from lightkube.resources.core_v1 import ServiceAccount
+from lightkube.operators import not_equal
+from lightkube.resources.core_v1 import Namespace, ServiceAccount
 
-from graceguard.adapters.kube import resources
+from graceguard.adapters.kube import disruptions as kube_disruptions
+from graceguard.adapters.kube import resources, view
+from graceguard.domain import disruption
+from graceguard.manifests import disruptions
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 if str(REPO / "hack") not in sys.path:
@@ -395,3 +404,339 @@ def settled_rss(
 
 def mib(value: float) -> float:
     return round(value / 2**20, 1)
+
+
+# ---------------------------------------------------------------- a fleet of many pods
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Fleet:
+    """``nodes`` kwok nodes of ``pods_per_node`` bare pods each, bound to their node (no
+    scheduler), shaped like Deployments' pods: pod ``i`` belongs to app ``i % apps``, in namespace
+    ``bench-<app % namespaces>``. Pod names are unique across namespaces."""
+
+    nodes: int
+    pods_per_node: int
+    namespaces: int = 20
+    apps: int = 1000
+
+    @property
+    def pods(self) -> int:
+        return self.nodes * self.pods_per_node
+
+    @property
+    def namespace_names(self) -> list[str]:
+        return [f"bench-{k:02d}" for k in range(self.namespaces)]
+
+    def node_name(self, n: int) -> str:
+        return f"kwok-{n:0{max(3, len(str(self.nodes - 1)))}d}"
+
+    def pod_bodies(self, *, nodes: Iterable[int] | None = None) -> Iterator[dict[str, Any]]:
+        """The pods' manifests, node by node (all nodes, or ``nodes``)."""
+        for n in range(self.nodes) if nodes is None else nodes:
+            for j in range(self.pods_per_node):
+                i = n * self.pods_per_node + j
+                app = i % self.apps
+                yield pod_body(
+                    f"app-{app:04d}-{i:05d}",
+                    namespace=self.namespace_names[app % self.namespaces],
+                    node=self.node_name(n),
+                    app=f"app-{app:04d}",
+                )
+
+    def pod_names(self, n: int) -> list[str]:
+        """The names of node ``n``'s pods."""
+        return [str(b["metadata"]["name"]) for b in self.pod_bodies(nodes=[n])]
+
+
+async def create_fleet_nodes(
+    cp: controlplane.ControlPlane, fleet: Fleet, *, more_namespaces: Iterable[str] = ()
+) -> None:
+    """The fleet's namespaces (and ``more_namespaces``), ready for pods, and its nodes."""
+    kube = client(cp)
+    try:
+        names = [*more_namespaces, *fleet.namespace_names]
+        await create_all(kube, Namespace, (namespace_body(n) for n in names), concurrency=8)
+        await asyncio.gather(*(wait_namespace_ready(kube, n) for n in names))
+    finally:
+        await kube.close()
+    await post_all(
+        cp,
+        lambda _body: "/api/v1/nodes",
+        (
+            node_body(fleet.node_name(n), max_pods=fleet.pods_per_node + 10)
+            for n in range(fleet.nodes)
+        ),
+        concurrency=16,
+        progress_every=1000,
+    )
+
+
+async def post_all(
+    cp: controlplane.ControlPlane,
+    path: Callable[[dict[str, Any]], str],
+    bodies: Iterable[dict[str, Any]],
+    *,
+    concurrency: int = 32,
+    progress_every: int = 0,
+) -> int:
+    """POST every body as JSON to ``path(body)`` with a bare HTTP client (no lightkube models:
+    on 2 cores their parsing, not the API server, limits the rate), at most ``concurrency``
+    requests in flight, each over its own connection; the number created (409: already there,
+    from a retried POST; 429/5xx retried)."""
+    pki = cp.workdir / "pki"
+    tls = ssl.create_default_context(cafile=str(pki / "ca.crt"))
+    tls.load_cert_chain(str(pki / "admin.crt"), str(pki / "admin.key"))
+    queue = iter(bodies)
+    created = 0
+    async with httpx2.AsyncClient(
+        base_url=cp.server,
+        verify=tls,
+        timeout=60,
+        limits=httpx2.Limits(max_connections=concurrency),
+        headers={"Content-Type": "application/json"},
+    ) as http:
+
+        async def worker() -> None:
+            nonlocal created
+            for body in queue:
+                data = json.dumps(body).encode()
+                for attempt in range(5):
+                    response = await http.post(path(body), content=data)
+                    if response.status_code in (201, 409):
+                        break
+                    if attempt == 4 or response.status_code not in (429, 500, 503, 504):
+                        raise RuntimeError(
+                            f"POST {path(body)}: {response.status_code} {response.text[:500]}"
+                        )
+                    await asyncio.sleep(0.5 * (attempt + 1))
+                created += 1
+                if progress_every and created % progress_every == 0:
+                    log(f"created {created}")
+
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return created
+
+
+def pod_path(body: dict[str, Any]) -> str:
+    return f"/api/v1/namespaces/{body['metadata']['namespace']}/pods"
+
+
+async def create_fleet_pods(
+    cp: controlplane.ControlPlane, fleet: Fleet, *, concurrency: int = 32
+) -> int:
+    """Every pod of the fleet (``post_all``); progress every 5% to stderr."""
+    return await post_all(
+        cp,
+        pod_path,
+        fleet.pod_bodies(),
+        concurrency=concurrency,
+        progress_every=max(1000, fleet.pods // 20),
+    )
+
+
+async def wait_fleet_running(
+    cp: controlplane.ControlPlane, fleet: Fleet, *, share: float = 0.99, timeout: float = 180.0
+) -> int:
+    """Wait until the sample namespace (the fleet's first) is ``share`` Running (listing every
+    pod that is not would cost the API server more than kwok's work), or ``timeout``; then count
+    those Running in all once."""
+    kube = client(cp)
+    deadline = time.monotonic() + timeout
+    not_running = {"status.phase": not_equal("Running")}
+    sample = fleet.namespace_names[0]
+    in_sample = fleet.pods / fleet.namespaces
+    try:
+        while time.monotonic() < deadline:
+            left = await count_pods(kube, fields=not_running, namespace=sample)
+            log(f"{left} of {in_sample:.0f} pods in {sample} not Running")
+            if left <= (1 - share) * in_sample:
+                break
+            await asyncio.sleep(5)
+        running = fleet.pods - await count_pods(kube, fields=not_running)
+        log(f"{running} of {fleet.pods} pods Running")
+        return running
+    finally:
+        await kube.close()
+
+
+async def traced_view(cp: controlplane.ControlPlane) -> float:
+    """Load a ``ClusterView`` in this process under tracemalloc; print its top allocation sites
+    to stderr; the traced bytes per pod it holds (Python heap, not RSS)."""
+    kube = client(cp)
+    try:
+        cluster_view = view.ClusterView(kube)
+        gc.collect()
+        tracemalloc.start(1)
+        before = tracemalloc.take_snapshot()
+        await cluster_view.load_once()
+        gc.collect()
+        after = tracemalloc.take_snapshot()
+        tracemalloc.stop()
+        loaded = len(cluster_view.pods.store)
+        stats = after.compare_to(before, "lineno")
+        total = sum(s.size_diff for s in stats)
+        log(f"ClusterView of {loaded} pods: {total / max(loaded, 1):.0f} traced bytes per pod")
+        for s in stats[:15]:
+            frame = s.traceback[0]
+            log(
+                f"  {s.size_diff / max(loaded, 1):7.1f} B/pod {s.count_diff:8d} blocks "
+                f"{frame.filename.rsplit('/src/', 1)[-1]}:{frame.lineno}"
+            )
+        del cluster_view
+        return total / max(loaded, 1)
+    finally:
+        await kube.close()
+
+
+# ---------------------------------------------------------------- a drain and its notices
+
+PROPOSED, SCHEDULED = "ProposedEviction", "ScheduledEviction"
+
+
+class Seen:
+    """When this process first received each pod's notices (monotonic seconds)."""
+
+    def __init__(self, pods: Iterable[str]) -> None:
+        self.pods = set(pods)
+        self.listed: set[str] = set()
+        self.events: dict[str, dict[str, float]] = {PROPOSED: {}, SCHEDULED: {}}
+        self.conditions: dict[str, dict[str, float]] = {PROPOSED: {}, SCHEDULED: {}}
+        self.done = asyncio.Event()
+
+    def _check(self) -> None:
+        if len(self.events[SCHEDULED]) == len(self.pods) == len(self.conditions[SCHEDULED]):
+            self.done.set()
+
+    def pod(self, raw: dict[str, Any]) -> None:
+        now = time.monotonic()
+        name = str((raw.get("metadata") or {}).get("name"))
+        if name not in self.pods:
+            return
+        self.listed.add(name)
+        for cond in (raw.get("status") or {}).get("conditions") or []:
+            if cond.get("type") == "PodEviction" and cond.get("status") == "True":
+                reason = cond.get("reason")
+                if reason in self.conditions:
+                    self.conditions[reason].setdefault(name, now)
+                if reason == SCHEDULED:  # a Scheduled notice implies the Proposed one
+                    self.conditions[PROPOSED].setdefault(name, now)
+        self._check()
+
+    def event(self, raw: dict[str, Any]) -> None:
+        now = time.monotonic()
+        name = str((raw.get("involvedObject") or {}).get("name"))
+        reason = raw.get("reason")
+        if name in self.pods and reason in self.events:
+            self.events[str(reason)].setdefault(name, now)
+            self._check()
+
+    def noticed(self) -> dict[str, float]:
+        """Per pod: when both its ScheduledEviction Event and condition had arrived."""
+        return {
+            p: max(self.events[SCHEDULED][p], self.conditions[SCHEDULED][p])
+            for p in self.events[SCHEDULED]
+            if p in self.conditions[SCHEDULED]
+        }
+
+    def first(self) -> float:
+        """When the first notice of any pod arrived (an Event or the condition; nan: none)."""
+        return min(
+            (
+                at
+                for stage in (*self.events.values(), *self.conditions.values())
+                for at in stage.values()
+            ),
+            default=float("nan"),
+        )
+
+
+async def watch(
+    kube: lightkube.AsyncClient,
+    resource: Any,
+    fields: dict[str, str],
+    sink: Callable[[dict[str, Any]], None],
+    *,
+    namespace: str = "*",
+) -> None:
+    ns: Any = lightkube.ALL_NS if namespace == "*" else namespace
+    async for _kind, obj in kube.watch(resource, namespace=ns, fields=fields):  # type: ignore[arg-type]
+        sink(dict(obj))
+
+
+def quantile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+async def drain_and_watch(
+    cp: controlplane.ControlPlane,
+    controller: Controller,
+    *,
+    node: str,
+    pods: list[str],
+    namespace: str = "*",
+    timeout: float = 120.0,
+) -> dict[str, Any]:
+    """Drain ``node`` as ``graceguard drain`` does (a voluntary ``Disruption``; the controller
+    cordons) while watching its pods (named ``pods``, in ``namespace`` or all) and the pods'
+    Events, both watches established and caught up first; t0 just before the Disruption is
+    created. Waits until every pod has both notices (or ``timeout``); the figures of the run."""
+    seen = Seen(pods)
+    kube = client(cp)
+    tasks = [
+        asyncio.create_task(
+            watch(kube, resources.Pod, {"spec.nodeName": node}, seen.pod, namespace=namespace)
+        ),
+        asyncio.create_task(
+            watch(
+                kube,
+                resources.Event,
+                {"involvedObject.kind": "Pod"},
+                seen.event,
+                namespace=namespace,
+            )
+        ),
+    ]
+    try:
+        while len(seen.listed) < len(seen.pods):  # the pod watch has delivered every pod: live
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(1.0)  # and the event watch its backlog
+        rounds_before = controller.metric("graceguard_reconcile_rounds_total") or 0
+        now = dt.datetime.now(dt.UTC).replace(microsecond=0)
+        request = disruption.DisruptionRequest(
+            id=disruptions.request_name(source="bench", node=node, pod=None, at=now),
+            node=node,
+            source="bench",
+            disruption_class=disruption.DisruptionClass.VOLUNTARY,
+            requested_at=now,
+        )
+        t0 = time.monotonic()
+        assert await kube_disruptions.DisruptionStore(kube).open_disruption(request)
+        try:
+            await asyncio.wait_for(seen.done.wait(), timeout)
+        except TimeoutError:
+            log(f"{node}: only {len(seen.noticed())} of {len(seen.pods)} pods noticed")
+        rounds = (controller.metric("graceguard_reconcile_rounds_total") or 0) - rounds_before
+    finally:
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        await kube.close()
+    noticed = sorted(at - t0 for at in seen.noticed().values())
+    proposed = [at - t0 for at in seen.events[PROPOSED].values()]
+    everyone = len(seen.pods)
+    result = {
+        "node": node,
+        "pods_noticed": len(noticed),
+        "seconds_to_first_notice": round(seen.first() - t0, 3),
+        "seconds_to_all_proposed": round(max(proposed), 3) if len(proposed) == everyone else None,
+        "seconds_to_all_scheduled": round(noticed[-1], 3) if len(noticed) == everyone else None,
+        "p50_seconds": round(quantile(noticed, 0.5), 3) if noticed else None,
+        "p99_seconds": round(quantile(noticed, 0.99), 3) if noticed else None,
+        "reconcile_rounds": rounds,
+    }
+    log(f"drain of {node}: {result}")
+    return result

@@ -275,3 +275,29 @@ def test_a_disruption_cancelled_mid_round_is_not_written_back(
     assert fake.completed == []
     withdrawn = sorted(pod for pod, reason, _ in fake.events if reason == "EvictionWithdrawn")
     assert withdrawn == ["ml/train", "web/api"]
+
+
+def test_each_round_observes_its_duration_spanning_its_writes() -> None:
+    """``graceguard_reconcile_round_seconds``: one observation per round, from before the plan to
+    after the writes. The timer here counts the Events written so far, so a round's observed
+    "duration" is the number of Events it wrote: only a span covering the writes sees them."""
+    fake, requests = _world()
+    controller = loop.Controller(
+        view=FakeView(fake, requests),
+        leadership=Leader(),
+        executor=executor.Executor(cluster=fake),
+        clock=lambda: fake.now,
+        timer=lambda: float(len(fake.events)),
+    )
+
+    async def rounds() -> None:
+        await controller.reconcile_once()  # both ProposedEvictions, web/api's ScheduledEviction
+        await controller.reconcile_once()  # nothing left to write
+
+    asyncio.run(rounds())
+    registry = controller.metrics.registry
+    sample = "graceguard_reconcile_round_seconds"
+    assert registry.get_sample_value(f"{sample}_count") == 2
+    assert registry.get_sample_value(f"{sample}_sum") == 3
+    assert registry.get_sample_value(f"{sample}_bucket", {"le": "0.01"}) == 1
+    assert registry.get_sample_value(f"{sample}_bucket", {"le": "5.0"}) == 2

@@ -16,6 +16,7 @@ import asyncio
 import dataclasses
 import datetime as dt
 import logging
+import time
 from collections.abc import Awaitable, Callable
 
 from graceguard.controller import executor as ex
@@ -51,7 +52,10 @@ class Controller:
         metrics: controller_metrics.ControllerMetrics | None = None,
         on_lead: Callable[[], Awaitable[None]] | None = None,
         evictor_quiet: dt.timedelta = takeovers.EVICTOR_QUIET,
+        timer: Callable[[], float] = time.perf_counter,
     ) -> None:
+        """``timer``: seconds on a monotonic clock, for each round's duration (the metrics')."""
+        self._timer = timer
         self._on_lead = on_lead
         self._took_over = False
         self._on_policy = on_policy
@@ -105,7 +109,9 @@ class Controller:
             await self._policy_reporter.report(entry, pol)
         if self._on_policy is not None:
             self._on_policy(pol)
+        started = self._timer()
         done = await self._round.run(now=self._clock(), pol=pol)
+        self.metrics.round_seconds.observe(self._timer() - started)
         return done.result.next_wakeup
 
     async def _wait(self, wake: dt.datetime | None) -> None:

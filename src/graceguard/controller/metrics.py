@@ -53,6 +53,13 @@ class ControllerMetrics:
         self.rounds = prom.Counter(
             "graceguard_reconcile_rounds", "Reconcile rounds run.", registry=self.registry
         )
+        self.round_seconds = prom.Histogram(
+            "graceguard_reconcile_round_seconds",
+            "Wall time of a reconcile round: the snapshot, the plan, the writes and the wait "
+            "until the cache shows them.",
+            buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+            registry=self.registry,
+        )
         self.deadline = prom.Gauge(
             "graceguard_disruption_deadline_seconds",
             "Seconds until each open disruption's deadline (its own, or its node hold's cap), "
