@@ -249,6 +249,20 @@ async def count_pods(
 # ---------------------------------------------------------------- the controller
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time ``pid`` has used so far (/proc/PID/stat; 0 once it is gone)."""
+    try:
+        fields = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def control_plane_cpu(cp: controlplane.ControlPlane) -> dict[str, float]:
+    """CPU seconds used so far by each part of the control plane (etcd, kube-apiserver, ...)."""
+    return {name: round(cpu_seconds(pid), 1) for name, pid in cp.pids.items()}
+
+
 def rss_bytes(pid: int) -> int:
     """Resident set size of ``pid`` from /proc/PID/status (VmRSS, in kB)."""
     for line in pathlib.Path(f"/proc/{pid}/status").read_text().splitlines():

@@ -3,8 +3,9 @@ DisruptionPolicy and the Disruptions, assembled into the engine's ``Snapshot``, 
 (each ``Disruption`` object not Done or Cancelled), the finished and the refused ones, and the
 policy.
 
-Pods are stored compactly: only the annotations graceguard reads or writes are kept, and label
-strings are interned (many pods share them).
+Pods are stored compactly: only the annotations graceguard reads or writes are kept, and what
+pods stamped from one template have alike is held once (``Shared``): their label sets, the
+workload that owns them, their namespace, node and owner kind, their start instants.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import datetime as dt
 import logging
 import sys
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import lightkube
 
@@ -52,6 +53,46 @@ def _intern_map(values: dict[str, str]) -> dict[str, str]:
     return {sys.intern(k): sys.intern(v) for k, v in values.items()}
 
 
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+class Shared(Generic[K, V]):
+    """Equal immutable values held once: ``one(key, value)`` answers the first value given for
+    ``key``. At most ``limit`` keys are remembered; past that all are forgotten at once (what was
+    shared stays shared, later values start again), so values of pods long gone are not kept."""
+
+    def __init__(self, limit: int = 65536) -> None:
+        self.limit = limit
+        self._seen: dict[K, V] = {}
+
+    def one(self, key: K, value: V) -> V:
+        found = self._seen.get(key)
+        if found is None:
+            if len(self._seen) >= self.limit:
+                self._seen.clear()
+            found = self._seen[key] = value
+        return found
+
+    def __len__(self) -> int:
+        return len(self._seen)
+
+
+_LABEL_SETS: Shared[tuple[tuple[str, str], ...], Mapping[str, str]] = Shared()
+"""Pods of one template carry the same labels: one dict per distinct set, never changed."""
+_WORKLOADS: Shared[cluster.WorkloadRef, cluster.WorkloadRef] = Shared()
+_INSTANTS: Shared[dt.datetime, dt.datetime] = Shared()
+"""Start times to the second: pods started together share one."""
+
+
+def shared_labels(labels: Mapping[str, str]) -> Mapping[str, str]:
+    """``labels`` as one mapping shared by every pod with the same set (``EMPTY``: none)."""
+    if not labels:
+        return cluster.EMPTY
+    items = tuple(labels.items())
+    return _LABEL_SETS.one(items, _intern_map(dict(items)))
+
+
 def compact_pod(raw: dict[str, Any]) -> cluster.Pod:
     pod = pods.pod_from_manifest(raw)
     kept = {k: v for k, v in pod.annotations.items() if k in KEPT_ANNOTATIONS}
@@ -60,7 +101,10 @@ def compact_pod(raw: dict[str, Any]) -> cluster.Pod:
         namespace=sys.intern(pod.namespace),
         node=sys.intern(pod.node) if pod.node else None,
         annotations=kept or cluster.EMPTY,
-        labels=_intern_map(dict(pod.labels)) or cluster.EMPTY,
+        labels=shared_labels(pod.labels),
+        workload=_WORKLOADS.one(pod.workload, pod.workload) if pod.workload else None,
+        owner_kind=sys.intern(pod.owner_kind) if pod.owner_kind else None,
+        start_time=_INSTANTS.one(pod.start_time, pod.start_time) if pod.start_time else None,
     )
 
 
