@@ -10,6 +10,12 @@ A ``Disruption``'s status is written only over the version the round read (``run
 completed it, a node agent took its drain over), the write is skipped, logged, and never retried
 over the change, and so are the round's notices and evictions for that Disruption, planned from
 what it said before; the next round plans from what the object says now.
+
+A pod is told before it goes: when its notice cannot be posted, what the round planned after the
+notice for that pod (its eviction and what comes with it) waits for the next round, which plans
+both again, ``NOTICE_RETRY`` later. Only an eviction under a deadline, which takes the node whatever
+graceguard does, waits no longer than ``NOTICE_WAIT``: then the pod goes untold rather than losing
+its grace.
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ import logging
 from collections.abc import Collection, Iterable, Mapping, Sequence
 
 from graceguard.controller import ports, window_memory
-from graceguard.domain import durations, notifications, pod_writes, times
+from graceguard.domain import deadlines, durations, notifications, pod_writes, times
 from graceguard.engine import actions as act
 
 log = logging.getLogger(__name__)
@@ -36,8 +42,24 @@ STALE = "skipped: its Disruption changed since read"
 """An outcome's detail for a pod action of a Disruption whose status write in the same round was
 refused (``SKIPPED``): it was planned from what the object said before the change."""
 
+UNTOLD = "waiting for its notice"
+"""An outcome's detail for a pod action held back because the pod's notice, planned before it in
+the same round, could not be posted."""
+NOTICE_RETRY = dt.timedelta(seconds=1)
+"""A round that held a pod's actions back for its notice is followed by another this soon
+(``rounds.Done.retry_at``), not only when the view changes."""
+NOTICE_WAIT = deadlines.MARGIN
+"""Under a deadline, how long a pod's eviction waits for a notice that keeps failing, from the
+first round that held it back: no longer than the margin graceguard plans ahead of an announced
+deadline (``domain.deadlines.MARGIN``), so that a pod asked then still stops by the deadline as
+announced. After it the pod is evicted untold (a warning in the log). Without a deadline the
+eviction waits for its notice however long that takes."""
+_UNTOLD_FORGOTTEN = dt.timedelta(minutes=1)
+"""A pod whose held-back eviction no round has planned again for this long (its disruption
+ended, the pod went) is forgotten: a later notice failure starts its ``NOTICE_WAIT`` afresh."""
 
-UNWRITTEN = frozenset({"backing off", "refused", STALE})
+
+UNWRITTEN = frozenset({"backing off", "refused", STALE, UNTOLD})
 """Outcomes that succeeded without changing the object the action names (an eviction refused or
 not asked again yet, a stale action skipped): nothing the view has to see before the next round."""
 
@@ -91,6 +113,9 @@ class Executor:
         self._holds = holds
         self._warned: set[tuple[str, str, str]] = set()
         self._refused: dict[str, dt.datetime] = {}
+        self._untold: dict[str, tuple[dt.datetime, dt.datetime]] = {}
+        """Pod key -> the first and the last round that held its eviction back for a notice that
+        could not be posted (``NOTICE_WAIT``)."""
         self.windows = windows or window_memory.WindowMemory()
         """Pod key -> the start of the maintenance window it was evicted in, for the engine's
         "once per window" (``Snapshot.window_evictions``); kept in the cluster when given a
@@ -158,15 +183,66 @@ class Executor:
 
         async def one_pod(indexes: list[int]) -> None:
             async with gate:
-                at = 0
-                for step in pod_steps([ordered[i] for i in indexes]):
-                    places, at = indexes[at : at + len(step)], at + len(step)
-                    done = await self._step(step, now, read, stale=stale)
-                    for i, outcome in zip(places, done, strict=True):
-                        outcomes[i] = outcome
+                pod = [ordered[i] for i in indexes]
+                done = await self._pod(pod, now, read, stale=stale)
+                for i, outcome in zip(indexes, done, strict=True):
+                    outcomes[i] = outcome
 
+        self._forget_untold(now)
         await asyncio.gather(*(one_pod(indexes) for indexes in per_pod.values()))
         return [o for o in outcomes if o is not None]
+
+    async def _pod(
+        self,
+        actions: Sequence[act.Action],
+        now: dt.datetime,
+        read: Mapping[str, str],
+        *,
+        stale: Collection[str | None],
+    ) -> list[Outcome]:
+        """One pod's actions of a round, in ``pod_steps``: their outcomes, in order. What follows
+        a notice that could not be posted is held back (``UNTOLD``) while ``_waits_for_notice``."""
+        outcomes: list[Outcome] = []
+        for step in pod_steps(actions):
+            outcomes.extend(await self._step(step, now, read, stale=stale))
+            if not isinstance(step[0], act.PostNotice):
+                continue
+            if all(o.ok for o in outcomes[-len(step) :]):
+                self._untold.pop(step[0].pod.key, None)
+                continue
+            rest = actions[len(outcomes) :]
+            if self._waits_for_notice(step[0].pod, rest, now):
+                return [*outcomes, *(Outcome(a, True, UNTOLD) for a in rest)]
+        return outcomes
+
+    def _waits_for_notice(
+        self, pod: act.PodRef, rest: Sequence[act.Action], now: dt.datetime
+    ) -> bool:
+        """Whether ``rest``, the pod's actions planned after its notice that could not be
+        posted, wait for the next round: yes, unless they evict the pod under a deadline and
+        have been held back for ``NOTICE_WAIT`` already."""
+        if not rest:
+            return False
+        deadline = next(
+            (a.deadline for a in rest if isinstance(a, act.Evict | act.ForceDelete)), None
+        )
+        first, _ = self._untold.get(pod.key, (now, now))
+        self._untold[pod.key] = (first, now)
+        if deadline is None or now - first < NOTICE_WAIT:
+            return True
+        log.warning(
+            "%s: its notice could not be posted since %s; evicted untold, its node goes at %s",
+            pod.key,
+            times.format_time(first),
+            times.format_time(deadline),
+        )
+        return False
+
+    def _forget_untold(self, now: dt.datetime) -> None:
+        """``_untold`` without the pods no round held back for ``_UNTOLD_FORGOTTEN``."""
+        for key, (_, last) in list(self._untold.items()):
+            if now - last > _UNTOLD_FORGOTTEN:
+                del self._untold[key]
 
     async def _step(
         self,

@@ -112,7 +112,7 @@ class Controller:
         started = self._timer()
         done = await self._round.run(now=self._clock(), pol=pol)
         self.metrics.round_seconds.observe(self._timer() - started)
-        return done.result.next_wakeup
+        return done.next_wakeup
 
     async def _wait(self, wake: dt.datetime | None) -> None:
         timeout = RESYNC.total_seconds()

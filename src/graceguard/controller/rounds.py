@@ -71,6 +71,17 @@ class Done:
     result: reconciler.Reconciliation
     outcomes: Sequence[ex.Outcome]
 
+    @property
+    def next_wakeup(self) -> dt.datetime | None:
+        """When to plan again without a change: the engine's wake-up, or ``ex.NOTICE_RETRY``
+        after ``now`` when this round held a pod's eviction back for a notice that could not be
+        posted (no change in the view may come to wake the next round)."""
+        wake = self.result.next_wakeup
+        if not any(o.detail == ex.UNTOLD for o in self.outcomes):
+            return wake
+        retry = self.shown.now + ex.NOTICE_RETRY
+        return retry if wake is None else min(wake, retry)
+
 
 class Round:
     """The rounds of one controller (or simulated run): the view it reads, the executor that

@@ -63,6 +63,11 @@ class Evict:
     request_id: str
     window: dt.datetime | None = None
     """Start of the maintenance window this eviction uses (each pod once per window)."""
+    deadline: dt.datetime | None = None
+    """The deadline the pod is asked to stop for at its last moment (or past it), when it is:
+    every instant this eviction waits then takes from the pod's grace. An eviction whose notice
+    cannot be posted waits for it, with such a deadline only a little (``executor.NOTICE_WAIT``);
+    without one however long that takes."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -75,6 +80,8 @@ class ForceDelete:
     reason: str
     request_id: str
     window: dt.datetime | None = None
+    deadline: dt.datetime | None = None
+    """As ``Evict.deadline``."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

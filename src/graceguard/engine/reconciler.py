@@ -503,6 +503,9 @@ class _NodePlanner:
             )
             return PlanStatus.BLOCKED, None, (blocker,)
         window = d.opening.start if d.opening is not None else None
+        # At its last moment under a deadline: an eviction that waits any longer (for a notice
+        # that cannot be posted) takes from the pod's grace (``act.Evict.deadline``).
+        pressed = request.effective_deadline if d.latest is not None and now >= d.latest else None
         pdbs = self.idx.pdbs_for(pod)
         floor = self.idx.floor_for(pod, pdbs)
         waiting = self._surge(pod, ref, request, floor)
@@ -515,7 +518,9 @@ class _NodePlanner:
             if d.deadline_exceeded:
                 message = _exceeded_message(pod, request, now)
                 out.append(act.ReportDeadlineExceeded(ref, message, request.id))
-            out.append(act.Evict(ref, pod.grace_seconds, request.source, request.id, window))
+            out.append(
+                act.Evict(ref, pod.grace_seconds, request.source, request.id, window, pressed)
+            )
             return PlanStatus.EVICTING, None, ()
         since = _blocked_since(pod) or now
         waits = not takeovers.forces_past_budget(request)
@@ -540,7 +545,11 @@ class _NodePlanner:
         if d.deadline_exceeded:
             message = _exceeded_message(pod, request, now)
             out.append(act.ReportDeadlineExceeded(ref, message, request.id))
-        out.append(act.ForceDelete(ref, pod.grace_seconds, request.source, why, request.id, window))
+        out.append(
+            act.ForceDelete(
+                ref, pod.grace_seconds, request.source, why, request.id, window, pressed
+            )
+        )
         return PlanStatus.FORCED, force_at, (blocker,)
 
     def _surge(

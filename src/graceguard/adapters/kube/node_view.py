@@ -178,4 +178,4 @@ class NodeDrain:
         await self._view.refresh()
         pol = await self._policies.policy_in_force()
         done = await self._round.run(now=now, pol=pol)
-        return agent_ports.DrainRound(done.result.next_wakeup, len(self._view.requests()))
+        return agent_ports.DrainRound(done.next_wakeup, len(self._view.requests()))
