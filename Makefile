@@ -47,16 +47,22 @@ typecheck: $(STAMP)
 imports: $(STAMP)
 	$(VENV)/bin/lint-imports
 
+## each tier's pytest keeps its temporary directories (the logs of graceguard's processes and of
+## the control plane) in out/pytest/<tier>, emptied when that tier next runs in this checkout, not
+## in /tmp/pytest-of-<user>, where every run on the machine rotates them away; a failed test names
+## its own (tests/conftest.py). With pytest-xdist each worker has a subdirectory (popen-gw0, ...).
+PYTEST = mkdir -p out/pytest && $(PY) -m pytest --basetemp=out/pytest/$@
+
 ## unit: unit + property tests; the chart tests read what chart-check renders (out/chart*.yaml)
 unit: $(STAMP) chart-check
-	$(PY) -m pytest tests/unit -q
+	$(PYTEST) tests/unit -q
 
 scenarios: $(STAMP)
-	$(PY) -m pytest tests/scenarios -q
+	$(PYTEST) tests/scenarios -q
 
 ## badinput: every command with bad values, files and environment: one line, exit 2, no traceback
 badinput: $(STAMP)
-	$(PY) -m pytest tests/badinput -q
+	$(PYTEST) tests/badinput -q
 
 ## integration: the adapters against real parts — the ledger on SQLite files and on a PostgreSQL
 ## server the tests start from the machine's binaries (installed from Debian when missing)
@@ -83,7 +89,7 @@ aemm:
 ## plugin through the real kubectl (tests/integration/test_dist.py), and runs the entrypoint of the
 ## image of `make image` from its unpacked layers, read-only, as its user (test_image.py)
 integration: $(STAMP) postgres image chart cluster-build dbusmock aemm
-	$(PY) -m pytest tests/integration -q
+	$(PYTEST) tests/integration -q
 
 ## bench: every bench under bench/, one JSON line of figures each on stdout; the kwok benches start
 ## a control plane (hack/controlplane.py, built by cluster-build), so hack/ is on their path too
@@ -196,9 +202,9 @@ node-deps:
 ## (--dist loadfile), as they share its module fixtures. E2E_WORKERS=0 runs them in this process.
 E2E_WORKERS ?= 2
 e2e: cluster-build chart postgres dbusmock
-	$(PY) -m pytest tests/e2e -q -n $(E2E_WORKERS) --dist loadfile --durations=15
+	$(PYTEST) tests/e2e -q -n $(E2E_WORKERS) --dist loadfile --durations=15
 
 ## node: the real-node tier (tests/node): the control plane with two real nodes, graceguard's image
 ## installed with helm in pods, a workload that gets its SIGTERM (hack/realnode.py)
 node: cluster-build node-deps image helm
-	$(PY) -m pytest tests/node -q --durations=10
+	$(PYTEST) tests/node -q --durations=10

@@ -553,6 +553,37 @@ def load(workdir: Path) -> Nodes | None:
     )
 
 
+#: The longest unix socket paths under a node's root: containerd's and the kubelet's own.
+_SOCKETS = (
+    "containerd/containerd.sock.ttrpc",
+    "kubelet/pod-resources/kubelet.sock",
+    "kubelet/device-plugins/kubelet.sock",
+)
+#: The bytes a unix socket's path may have (``sun_path`` holds 108 with the closing NUL).
+SOCKET_PATH_MAX = 107
+
+
+def _new_node(name: str, root: Path) -> Node:
+    """A node with free ports, in ``root``; refused when ``root`` is so deep that containerd or
+    the kubelet could not bind their sockets (they would fail later, the node never Ready), as in
+    a checkout with a long path, whose out/pytest/node holds the node tier's temporary
+    directories (Makefile)."""
+    for socket in _SOCKETS:
+        path = root / socket
+        if len(bytes(path)) > SOCKET_PATH_MAX:
+            raise NodeError(
+                f"{path}: {len(bytes(path))} bytes, longer than a unix socket's path may be "
+                f"({SOCKET_PATH_MAX}); start the nodes in a shorter directory"
+            )
+    return Node(
+        name=name,
+        root=root,
+        kubelet_port=controlplane.free_port(),
+        healthz_port=controlplane.free_port(),
+        stream_port=controlplane.free_port(),
+    )
+
+
 def _containerd_config(node: Node, cni_conf: Path) -> Path:
     cd = node.root / "containerd"
     cd.mkdir(parents=True, exist_ok=True)
@@ -719,20 +750,11 @@ def start(
     if missing := missing_packages():
         raise NodeError(f"missing Debian packages {missing}: run `make node-deps`")
     workdir = nodes_dir(cp.workdir)
+    made = [_new_node(name, workdir / name) for name in NODES]
     teardown(workdir)
     setup_network()
-    nodes = Nodes(workdir=workdir)
+    nodes = Nodes(workdir=workdir, nodes=made)
     cni_conf = _cni_config(workdir)
-    for name in NODES:
-        nodes.nodes.append(
-            Node(
-                name=name,
-                root=workdir / name,
-                kubelet_port=controlplane.free_port(),
-                healthz_port=controlplane.free_port(),
-                stream_port=controlplane.free_port(),
-            )
-        )
     nodes.save()
 
     def launch(name: str, argv: Sequence[str]) -> None:
