@@ -1,33 +1,49 @@
 """The ceiling a reaction bench is measured against (issue 22): what the API server on the same
 machine does for the same writes with a bare client, measured in the same run.
 
-A bench counts graceguard's writes from the API server's own counters
-(``apiserver_request_total`` on ``/metrics``, by verb, resource and subresource) between two
-moments (``Counters.read`` before and after), so the writes are the ones graceguard really made,
-whoever in graceguard made them. ``measure`` then makes the same numbers of the same writes with a
-bare ``lightkube`` client — an Event created about one of the bench's pods, a merge patch of an
-annotation on a pod or a node — at several concurrencies, each a fresh pass, and keeps the fastest
-(``best_concurrency`` is printed: the pipeline's writes could go out at it). Graceguard's time
-divided by the ceiling's is the figure that counts; a ratio of 1.0 means graceguard was as fast as
-the API server lets anyone be for those writes.
+Counting graceguard's writes, and only graceguard's: the bench's control plane keeps an audit log
+of every write request (``control_plane``: kube-apiserver's ``--audit-policy-file``, level
+Metadata for create/update/patch, leases left out), and ``writes`` counts the requests of it that
+graceguard made between two moments (``Moment.now`` before and after), by verb, resource and
+subresource, answered 2xx. graceguard's requests are those naming its field manager
+(``fieldManager=graceguard`` in the request URI: ``adapters.kube.client.async_client``, the one
+place graceguard builds its Kubernetes clients, sets it on every POST, PUT and PATCH). The API
+server's own counters (``apiserver_request_total``) cannot tell clients apart, and kwok writes
+``pods/status`` too (it moves the bench's pods through their phases), so they would count kwok's
+status writes as graceguard's notices; the audit log names each request's client. The audit
+log's cost is the API server's alike for graceguard and for the bare client, which are measured
+on the same control plane.
 
-What is replayed, and what is not: Event creates (``POST events``), pod and node patches
-(``PATCH pods``, ``PATCH nodes``, without subresource: kwok's status writes go to ``pods/status``
-and are not graceguard's), and evictions (``POST pods/eviction``, each of a pod made for the pass
-on a kwok node of its own before the pass is timed). Writes to graceguard's own objects
-(``disruptions``) are counted and printed but not replayed: one per node or per round, not the
-bulk of a reaction. Run it after graceguard's processes are stopped, so the API server serves the
-bare client alone.
+``measure`` then makes the same numbers of the same writes with a bare ``lightkube`` client at
+several concurrencies, each a fresh pass, and keeps the fastest (``best_concurrency`` is printed:
+the pipeline's writes could go out at it). Graceguard's time divided by the ceiling's is the
+figure that counts; a ratio of 1.0 means graceguard was as fast as the API server lets anyone be
+for those writes.
+
+What is replayed, and what is not: Event creates (``POST events``, built by the builder
+graceguard's writer posts with), notices (``PATCH pods/status``: the strategic merge patch of the
+status subresource graceguard's writer sends for a notice, ``writer.notice_patch``, condition and
+annotations), pod and node annotation patches (``PATCH pods``, ``PATCH nodes``: JSON merge
+patches), and evictions (``POST pods/eviction``, each of a pod made for the pass on a kwok node of
+its own before the pass is timed). Every replayed patch changes its object (its values name the
+pass and the write), as graceguard's do: an unchanged object would cost the API server no etcd
+write. Writes to graceguard's own objects (``disruptions``) are counted and printed but not
+replayed: one per node or per round, not the bulk of a reaction. Run it after graceguard's
+processes are stopped, so the API server serves the bare client alone.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
+import datetime as dt
 import itertools
-import re
+import json
+import pathlib
 import time
-from collections.abc import Mapping, Sequence
+import urllib.parse
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import lightkube
@@ -36,58 +52,108 @@ from lightkube.resources.core_v1 import Namespace, Pod
 from lightkube.types import PatchType
 
 import kwokbench
-from graceguard.adapters.kube import events, resources
+from graceguard.adapters.kube import client, events, resources, writer
+from graceguard.domain import notices
 
 if TYPE_CHECKING:
     import controlplane  # hack/: on the path once kwokbench is imported
 
-CONCURRENCIES = (1, 8, 32, 96)
+CONCURRENCIES = (1, 8, 16, 32, 64, 96)
 """Requests in flight, tried in turn; the fastest pass is the ceiling."""
-REPLAYED = (("POST", "events"), ("PATCH", "pods"), ("PATCH", "nodes"), ("POST", "pods/eviction"))
+REPLAYED = (
+    ("POST", "events"),
+    ("PATCH", "pods/status"),
+    ("PATCH", "pods"),
+    ("PATCH", "nodes"),
+    ("POST", "pods/eviction"),
+)
 COUNTED = (*REPLAYED, ("POST", "disruptions"), ("PATCH", "disruptions"), ("PUT", "disruptions"))
 EVICT = "pods/eviction"
+NOTICE = "pods/status"
 CEILING_NODE = "bench-ceiling"
 """The kwok node the pods that a pass evicts run on (made by ``measure`` when evictions are
 replayed)."""
 PROBE_REASON = "BenchCeilingProbe"
 PROBE_ANNOTATION = "bench.graceguard.io/ceiling"
+AUDIT_LOG = "audit/writes.log"
+"""Where in the control plane's workdir the API server writes its audit log."""
+AUDIT_POLICY = {
+    "apiVersion": "audit.k8s.io/v1",
+    "kind": "Policy",
+    "omitStages": ["RequestReceived"],
+    "rules": [
+        {"level": "None", "resources": [{"group": "coordination.k8s.io"}]},
+        {"level": "Metadata", "verbs": ["create", "update", "patch"]},
+        {"level": "None"},
+    ],
+}
+"""Every write but the leases' (kwok renews one per node), with its client's request URI."""
+_VERBS = {"create": "POST", "update": "PUT", "patch": "PATCH"}
 
-_SAMPLE = re.compile(r"^apiserver_request_total\{(?P<labels>[^}]*)\} (?P<value>\S+)$")
-_LABEL = re.compile(r'(\w+)="([^"]*)"')
+
+@contextlib.contextmanager
+def control_plane(workdir: pathlib.Path) -> Iterator[controlplane.ControlPlane]:
+    """``kwokbench.control_plane`` whose API server keeps the audit log ``writes`` reads."""
+    audit = workdir / "audit"
+    audit.mkdir(parents=True, exist_ok=True)
+    policy = audit / "policy.json"
+    policy.write_text(json.dumps(AUDIT_POLICY))
+    flags = (
+        f"--audit-policy-file={policy}",
+        f"--audit-log-path={workdir / AUDIT_LOG}",
+        "--audit-log-format=json",
+        "--audit-log-mode=blocking",
+        "--audit-log-maxsize=100000",  # megabytes: never rotated mid-run
+    )
+    with kwokbench.control_plane(workdir, apiserver_args=flags) as cp:
+        yield cp
 
 
 @dataclasses.dataclass(frozen=True)
-class Counters:
-    """Successful (2xx) write requests the API server served, by ``(verb, resource)``; a
-    subresource is part of the resource (``pods/eviction``; ``pods/status`` is not counted)."""
+class Moment:
+    """A moment of the run, on the clock the API server stamps its audit events with."""
 
-    by_kind: Mapping[tuple[str, str], int]
+    at: dt.datetime
 
     @classmethod
-    def read(cls, cp: controlplane.ControlPlane) -> Counters:
-        done = cp.kubectl("get", "--raw", "/metrics")
-        if done.returncode != 0:
-            raise RuntimeError(f"kubectl get --raw /metrics: {done.stderr}")
-        found: dict[tuple[str, str], int] = {}
-        for line in done.stdout.splitlines():
-            match = _SAMPLE.match(line)
-            if match is None:
-                continue
-            labels = dict(_LABEL.findall(match["labels"]))
-            if not labels.get("code", "").startswith("2"):
-                continue
-            resource, sub = labels.get("resource", ""), labels.get("subresource", "")
-            kind = (labels.get("verb", ""), f"{resource}/{sub}" if sub else resource)
-            if kind in COUNTED:
-                found[kind] = found.get(kind, 0) + int(float(match["value"]))
-        return cls(found)
+    def now(cls) -> Moment:
+        return cls(dt.datetime.now(dt.UTC))
 
-    def since(self, before: Counters) -> dict[tuple[str, str], int]:
-        return {
-            kind: self.by_kind.get(kind, 0) - before.by_kind.get(kind, 0)
-            for kind in COUNTED
-            if self.by_kind.get(kind, 0) - before.by_kind.get(kind, 0) > 0
-        }
+
+def _stamp(text: str) -> dt.datetime:
+    return dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def writes(
+    cp: controlplane.ControlPlane, *, since: Moment, until: Moment, graceguard: bool = True
+) -> dict[tuple[str, str], int]:
+    """graceguard's write requests received between ``since`` and ``until`` and answered 2xx,
+    by ``(verb, resource)`` (a subresource is part of the resource: ``pods/status``), of the
+    ``COUNTED`` kinds, from the audit log (read when called: call it once the requests are
+    answered). ``graceguard=False``: every other client's instead (kwok's, the bench's)."""
+    path = cp.workdir / AUDIT_LOG
+    if not path.exists():
+        raise RuntimeError(f"no audit log at {path}: start the control plane with control_plane")
+    found: dict[tuple[str, str], int] = {}
+    with path.open() as log:
+        for line in log:
+            event = json.loads(line)
+            query = urllib.parse.parse_qs(urllib.parse.urlsplit(event["requestURI"]).query)
+            if (query.get("fieldManager") == [client.FIELD_MANAGER]) is not graceguard:
+                continue
+            if not since.at <= _stamp(event["requestReceivedTimestamp"]) <= until.at:
+                continue
+            if not 200 <= int((event.get("responseStatus") or {}).get("code", 0)) < 300:
+                continue
+            ref = event.get("objectRef") or {}
+            resource, sub = ref.get("resource", ""), ref.get("subresource", "")
+            kind = (
+                _VERBS.get(event["verb"], event["verb"]),
+                f"{resource}/{sub}" if sub else resource,
+            )
+            if kind in COUNTED:
+                found[kind] = found.get(kind, 0) + 1
+    return found
 
 
 def printable(writes: Mapping[tuple[str, str], int]) -> dict[str, int]:
@@ -133,13 +199,16 @@ def _requests(
     return [r for group in itertools.zip_longest(*lanes) for r in group if r is not None]
 
 
-async def _one(kube: lightkube.AsyncClient, kind: str, target: str, namespace: str, n: int) -> None:
+async def _one(
+    kube: lightkube.AsyncClient, kind: str, target: str, namespace: str, tag: str
+) -> None:
+    """One replayed write; ``tag`` (the pass and the write) makes every patch a change."""
     if kind == "events":  # the Event graceguard's writer posts, with the probe's reason
         probe = events.event(
             involved=events.pod_object(namespace=namespace, name=target, uid=None),
             namespace=namespace,
             reason=PROBE_REASON,
-            message=f"the bench's ceiling pass, write {n}",
+            message=f"the bench's ceiling pass, write {tag}",
             warning=False,
             source={"component": "bench"},
             reporting_component="bench",
@@ -147,11 +216,27 @@ async def _one(kube: lightkube.AsyncClient, kind: str, target: str, namespace: s
         )
         await kube.create(probe)
         return
-    if kind == "pods/eviction":
+    if kind == EVICT:
         eviction = Pod.Eviction(metadata=ObjectMeta(name=target, namespace=namespace))
         await kube.create(eviction, name=target, namespace=namespace)
         return
-    patch = {"metadata": {"annotations": {PROBE_ANNOTATION: str(n)}}}
+    if kind == NOTICE:  # the notice graceguard's writer sends: condition and annotations
+        now = dt.datetime.now(dt.UTC)
+        notice = notices.Notice(
+            reason=notices.NoticeReason.PROPOSED,
+            at=now,
+            eviction_at=now + dt.timedelta(minutes=10),
+            source=f"bench-ceiling-{tag}",
+        )
+        await kube.patch(
+            Pod.Status,
+            target,
+            writer.notice_patch(notice),
+            namespace=namespace,
+            patch_type=PatchType.STRATEGIC,
+        )
+        return
+    patch = {"metadata": {"annotations": {PROBE_ANNOTATION: tag}}}
     if kind == "pods":
         await kube.patch(
             resources.Pod, target, patch, namespace=namespace, patch_type=PatchType.MERGE
@@ -196,7 +281,7 @@ async def _pass(
 
         async def worker() -> None:
             for n, (kind, target) in queue:
-                await _one(kube, kind, target, namespace, n)
+                await _one(kube, kind, target, namespace, f"{concurrency}-{n}")
 
         await asyncio.gather(*(worker() for _ in range(concurrency)))
         return time.monotonic() - start

@@ -86,15 +86,18 @@ def kwok_config(workdir: pathlib.Path) -> pathlib.Path:
 
 
 @contextlib.contextmanager
-def control_plane(workdir: pathlib.Path) -> Iterator[controlplane.ControlPlane]:
-    """A fresh control plane in ``workdir``, stopped on the way out whatever happened."""
+def control_plane(
+    workdir: pathlib.Path, *, apiserver_args: Iterable[str] = ()
+) -> Iterator[controlplane.ControlPlane]:
+    """A fresh control plane in ``workdir``, stopped on the way out whatever happened;
+    ``apiserver_args`` added to kube-apiserver's flags."""
     controlplane.build()
     started = time.monotonic()
     workdir.mkdir(parents=True, exist_ok=True)
     # controlplane.start passes --config=KWOK_STAGES to kwok: point it at the stages plus the
     # parallelism, for this process only.
     controlplane.KWOK_STAGES = kwok_config(workdir)
-    cp = controlplane.start(workdir)
+    cp = controlplane.start(workdir, apiserver_args=tuple(apiserver_args))
     try:
         log(f"control plane ready at {cp.server} in {time.monotonic() - started:.1f}s")
         yield cp

@@ -17,6 +17,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import os
+from collections.abc import Mapping
 
 import lightkube
 from lightkube.core.exceptions import ApiError
@@ -29,13 +30,43 @@ from graceguard.adapters.kube import cordons, events, sightings
 from graceguard.adapters.kube import disruptions as kube_disruptions
 from graceguard.controller import ports
 from graceguard.domain import annotations as ann
-from graceguard.domain import cluster, disruption, node_cordon, node_hold, pod_writes, times
+from graceguard.domain import (
+    cluster,
+    disruption,
+    node_cordon,
+    node_hold,
+    notices,
+    pod_writes,
+    times,
+)
 from graceguard.engine import actions as act
 
 log = logging.getLogger(__name__)
 
 CONDITION = "PodEviction"
 COMPONENT = "graceguard"
+
+
+def status_patch(
+    annotations: Mapping[str, str | None], condition: Mapping[str, str]
+) -> dict[str, object]:
+    """The body of a strategic merge patch of a pod's status subresource that merges
+    ``condition`` into its conditions by ``type`` and sets ``annotations`` (``None``: removed)."""
+    return {"metadata": {"annotations": dict(annotations)}, "status": {"conditions": [condition]}}
+
+
+def notice_patch(notice: notices.Notice) -> dict[str, object]:
+    """``status_patch`` posting ``notice``: the ``PodEviction`` condition saying it and the
+    annotations ``pod_writes`` maps it to (bench/ceiling.py replays this very body)."""
+    condition = {
+        "type": CONDITION,
+        "status": "True",
+        "reason": notice.reason.value,
+        "message": notice.message,
+        "lastTransitionTime": times.format_time(notice.at.replace(microsecond=0)),
+    }
+    posted = pod_writes.NoticePosted(notice=notice)
+    return status_patch(pod_writes.annotation_changes(posted), condition)
 
 
 class LightkubeWriter:
@@ -90,16 +121,10 @@ class LightkubeWriter:
         annotations = pod_writes.annotation_changes(write)
         match write:
             case pod_writes.NoticePosted(notice=notice):
-                condition: dict[str, str] = {
-                    "type": CONDITION,
-                    "status": "True",
-                    "reason": notice.reason.value,
-                    "message": notice.message,
-                    "lastTransitionTime": times.format_time(notice.at.replace(microsecond=0)),
-                }
-                await self._patch_status(pod, annotations, condition)
+                await self._patch_status(pod, notice_patch(notice))
             case pod_writes.NoticeWithdrawn():
-                await self._patch_status(pod, annotations, {"type": CONDITION, "$patch": "delete"})
+                withdrawn = {"type": CONDITION, "$patch": "delete"}
+                await self._patch_status(pod, status_patch(annotations, withdrawn))
             case _:
                 await self._client.patch(
                     Pod,
@@ -109,18 +134,10 @@ class LightkubeWriter:
                     patch_type=PatchType.MERGE,
                 )
 
-    async def _patch_status(
-        self, pod: act.PodRef, annotations: dict[str, str | None], condition: dict[str, str]
-    ) -> None:
-        """``condition`` merged into the pod's status conditions by ``type`` and
-        ``annotations`` set (``None``: removed), in one strategic merge patch of the status
-        subresource."""
+    async def _patch_status(self, pod: act.PodRef, patch: dict[str, object]) -> None:
+        """``patch`` (``status_patch``) as a strategic merge patch of the status subresource."""
         await self._client.patch(
-            Pod.Status,
-            pod.name,
-            {"metadata": {"annotations": annotations}, "status": {"conditions": [condition]}},
-            namespace=pod.namespace,
-            patch_type=PatchType.STRATEGIC,
+            Pod.Status, pod.name, patch, namespace=pod.namespace, patch_type=PatchType.STRATEGIC
         )
 
     async def evict(
