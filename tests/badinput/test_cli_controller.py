@@ -145,6 +145,15 @@ ROWS: dict[str, Row] = {
     "log lines negative": row("--log-lines", "-1", names="--log-lines", says="0 to 10000"),
     "log lines too many": row("--log-lines", "10001", names="--log-lines", says="0 to 10000"),
     "log lines words": row("--log-lines", "many", names="--log-lines", says="valid integer"),
+    "write concurrency zero": row(
+        "--write-concurrency", "0", names="--write-concurrency", says="1 to 256"
+    ),
+    "write concurrency too many": row(
+        "--write-concurrency", "257", names="--write-concurrency", says="1 to 256"
+    ),
+    "write concurrency words": row(
+        "--write-concurrency", "lots", names="--write-concurrency", says="valid integer"
+    ),
     "evictor quiet too short": row(
         "--evictor-quiet", "10s", names="--evictor-quiet", says="at least 30s"
     ),

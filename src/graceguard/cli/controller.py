@@ -12,6 +12,7 @@ import typer
 from graceguard.adapters import ledger as ledger_store
 from graceguard.adapters.aws import clients as aws_clients
 from graceguard.cli import files, options, process_command
+from graceguard.controller import executor
 from graceguard.domain import durations
 from graceguard.engine import takeovers
 from graceguard.processes import aws as aws_process
@@ -106,6 +107,16 @@ def controller(
             "PodDisruptionBudgets only, ends and the node is released (at least 30s).",
         ),
     ] = "5m",
+    write_concurrency: Annotated[
+        int,
+        typer.Option(
+            help="Writes to the Kubernetes API in flight at once when a round is carried out "
+            "(nodes' cordons and holds, then pods' notices, Events and evictions; each node's "
+            "and each pod's own writes stay in order). The default is the concurrency at which "
+            "the API server answered a mass drain's writes fastest in graceguard's benches "
+            "(bench/ceiling.py); lower it to spare a small API server.",
+        ),
+    ] = executor.CONCURRENCY,
     verbose: process_command.Verbose = False,
 ) -> None:
     """Run the graceguard controller: notices, protection projection, guarded drains.
@@ -126,6 +137,7 @@ def controller(
             ports={"--metrics-port": metrics_port, "--health-port": health_port},
             probe_host=probe_host,
             aws=(aws_queue, aws_endpoint, aws_region, aws_visibility_timeout),
+            write_concurrency=write_concurrency,
         )
     except files.InputError as err:
         raise files.fail(str(err)) from None
@@ -147,6 +159,7 @@ def controller(
             window_evictions=window_evictions,
             notify_outbox=notify_outbox,
             evictor_quiet=quiet,
+            write_concurrency=write_concurrency,
         ),
         problems={
             ledger_store.LedgerError: lambda err: options.ledger_problem(
@@ -167,6 +180,7 @@ def _checked(
     ports: dict[str, int],
     probe_host: str,
     aws: tuple[str | None, str | None, str | None, int],
+    write_concurrency: int,
 ) -> aws_process.AwsOptions | None:
     """The options checked, in the order they are told (``InputError`` naming the first bad
     one): those that name Kubernetes objects, the identity, the log lines, the ports, the AWS
@@ -179,6 +193,9 @@ def _checked(
             options.check_dns_subdomain(flag, name)
     options.check_identity(options.named("identity", "--identity", "POD_NAME"), identity)
     options.check_range("--log-lines", log_lines, low=0, high=LOG_LINES_MAX)
+    options.check_range(
+        "--write-concurrency", write_concurrency, low=1, high=executor.MAX_CONCURRENCY
+    )
     options.check_distinct(ports)
     checked_aws = _aws_options(*aws)
     options.check_listen("--probe-host", probe_host, ports)

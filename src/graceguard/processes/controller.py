@@ -57,12 +57,14 @@ async def run(
     window_evictions: str | None = None,
     notify_outbox: str | None = None,
     evictor_quiet: dt.timedelta = takeovers.EVICTOR_QUIET,
+    write_concurrency: int = executor.CONCURRENCY,
 ) -> None:
     """Run the controller until a task fails (or it is cancelled). ``LedgerError`` when the
     ledger cannot be opened, ``KubeError`` when the kubeconfig cannot be loaded.
 
     ``window_evictions`` / ``notify_outbox``: ConfigMaps in ``lease_namespace`` where a new
     leader finds what the last one left (none: kept in this process only).
+    ``write_concurrency``: the executor's writes in flight at once (``executor.Executor``).
 
     In four steps: the adapters (``_adapters``), the service layer on them (``_services``), the
     tasks that run it (informers, leader election, the reconcile loop: ``_tasks``), and
@@ -81,6 +83,7 @@ async def run(
         window_evictions=window_evictions,
         notify_outbox=notify_outbox,
         evictor_quiet=evictor_quiet,
+        write_concurrency=write_concurrency,
     )
     supervisor.log.info("graceguard controller %s starting", identity)
     await supervisor.supervise(
@@ -165,6 +168,7 @@ def _services(
     window_evictions: str | None,
     notify_outbox: str | None,
     evictor_quiet: dt.timedelta,
+    write_concurrency: int,
 ) -> _Services:
     """Step 2: the notifier, the informers' view with its termination observer, the AWS wiring,
     and the reconcile loop that leads with them (``_reconcile_loop``)."""
@@ -200,6 +204,7 @@ def _services(
         log_lines=log_lines,
         window_evictions=window_evictions,
         evictor_quiet=evictor_quiet,
+        write_concurrency=write_concurrency,
     )
     return _Services(
         counted=counted, notifier=notifier, cluster_view=cluster_view, runner=runner, aws=wired
@@ -216,6 +221,7 @@ def _reconcile_loop(
     log_lines: int,
     window_evictions: str | None,
     evictor_quiet: dt.timedelta,
+    write_concurrency: int,
 ) -> loop.Controller:
     """The reconcile loop: rounds over the view while this replica leads, carried out by the
     executor, which records to the ledger; a new leader first takes over what the last one left
@@ -233,6 +239,7 @@ def _reconcile_loop(
         notifier=notifier,
         holds=holds,
         windows=window_memory.WindowMemory(store=io.state(window_evictions)),
+        concurrency=write_concurrency,
     )
 
     async def take_over() -> None:

@@ -1,0 +1,109 @@
+"""How many writes the executor has in flight at once (issue 22 item 3): up to its
+``concurrency`` (the controller's ``--write-concurrency``), nodes' actions and pods' alike, each
+node's and each pod's own in order; never more, and all of it when there is work for all. The
+default is what bench/ceiling.py found fastest for a mass drain's writes on the API server."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from graceguard.controller import executor
+from graceguard.domain import cluster, protection
+from graceguard.engine import actions as act
+
+from .test_controller_service import NOW, FakeCluster
+
+
+class InFlight(FakeCluster):
+    """The ports over an empty snapshot, each write taking a moment, counting those in flight."""
+
+    def __init__(self) -> None:
+        super().__init__(cluster.Snapshot(nodes=(), pods=()))
+        self.now_in_flight = 0
+        self.most_in_flight = 0
+        self.order: dict[str, list[str]] = {}
+
+    async def _write(self, key: str, what: str) -> None:
+        self.now_in_flight += 1
+        self.most_in_flight = max(self.most_in_flight, self.now_in_flight)
+        self.order.setdefault(key, []).append(what)
+        await asyncio.sleep(0.001)
+        self.now_in_flight -= 1
+
+    async def cordon(self, *, node: str, request_id: str) -> None:
+        await self._write(node, "cordon")
+
+    async def hold_node(self, *, node: str, request_id: str | None) -> None:
+        await self._write(node, "hold")
+
+    async def post_event(
+        self, *, pod: act.PodRef, reason: str, message: str, warning: bool = False
+    ) -> None:
+        await self._write(pod.key, reason)
+
+
+def _pod(n: int) -> act.PodRef:
+    return act.PodRef(namespace="work", name=f"p{n}", uid=f"u{n}")
+
+
+def _warnings(pods: int) -> list[act.Action]:
+    """One Event per pod, each about a pod of its own."""
+    return [
+        act.WarnAnnotation(
+            pod=_pod(n),
+            warning=protection.AnnotationWarning(annotation="a", value=str(n), problem="bad"),
+        )
+        for n in range(pods)
+    ]
+
+
+def _node_actions(nodes: int) -> list[act.Action]:
+    """Each node's hold, then its cordon: two writes in order per node."""
+    out: list[act.Action] = []
+    for n in range(nodes):
+        out += [
+            act.HoldNode(node=f"n{n}", request_id=f"r{n}"),
+            act.Cordon(node=f"n{n}", request_id=f"r{n}"),
+        ]
+    return out
+
+
+@pytest.mark.parametrize("concurrency", [1, 8, 32])
+def test_pods_writes_go_out_up_to_the_concurrency_at_once(concurrency: int) -> None:
+    fake = InFlight()
+    runs = executor.Executor(cluster=fake, concurrency=concurrency)
+    outcomes = asyncio.run(runs.run(_warnings(100), now=NOW))
+    assert all(o.ok for o in outcomes) and len(outcomes) == 100
+    assert fake.most_in_flight == concurrency
+
+
+@pytest.mark.parametrize("concurrency", [1, 4, 16])
+def test_nodes_writes_go_out_up_to_the_concurrency_at_once_each_node_s_in_order(
+    concurrency: int,
+) -> None:
+    fake = InFlight()
+    runs = executor.Executor(cluster=fake, concurrency=concurrency)
+    asyncio.run(runs.run(_node_actions(40), now=NOW))
+    assert fake.most_in_flight == concurrency
+    assert all(done == ["hold", "cordon"] for done in fake.order.values())
+    assert len(fake.order) == 40
+
+
+def test_fewer_writes_than_the_concurrency_all_go_at_once() -> None:
+    fake = InFlight()
+    asyncio.run(executor.Executor(cluster=fake, concurrency=64).run(_warnings(10), now=NOW))
+    assert fake.most_in_flight == 10
+
+
+def test_the_default_is_the_controller_s_default() -> None:
+    fake = InFlight()
+    asyncio.run(executor.Executor(cluster=fake).run(_warnings(200), now=NOW))
+    assert fake.most_in_flight == executor.CONCURRENCY
+
+
+@pytest.mark.parametrize("concurrency", [0, -1])
+def test_no_writes_at_all_is_refused(concurrency: int) -> None:
+    with pytest.raises(ValueError, match="concurrency: at least 1"):
+        executor.Executor(cluster=InFlight(), concurrency=concurrency)
