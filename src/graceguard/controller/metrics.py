@@ -93,9 +93,11 @@ class ControllerMetrics:
         self.protected.set(result.protected_pods)
         self.open_disruptions.set(len(requests))
         self._observe_deadlines(requests, now=now)
-        scheduled = {p.pod.key: p.scheduled_notice_at for p in result.plans}
+        scheduled: dict[str, dt.datetime | None] | None = None
         for o in outcomes:
             if isinstance(o.action, act.Evict | act.ForceDelete):
+                if scheduled is None:  # most rounds evict nothing: no table of every plan
+                    scheduled = {p.pod.key: p.scheduled_notice_at for p in result.plans}
                 reason = "forced" if isinstance(o.action, act.ForceDelete) else o.action.source
                 self.evictions.labels(reason=reason, outcome=o.detail if o.ok else "error").inc()
                 noticed = scheduled.get(o.action.pod.key)

@@ -20,7 +20,7 @@ from graceguard.controller import executor as ex
 from graceguard.controller import ports
 from graceguard.domain import cluster, disruption, policy
 from graceguard.engine import actions as act
-from graceguard.engine import projection, reconciler, takeovers
+from graceguard.engine import node_memo, projection, reconciler, takeovers
 
 _POD_WRITES = (
     act.PostNotice
@@ -111,6 +111,9 @@ class Round:
         self._read_for: policy.Policy | None = None
         """The policy ``_reader`` was last checked against (a policy unchanged is the same
         object: its limits need not be compared again)."""
+        self.memo: node_memo.NodeMemo | None = node_memo.NodeMemo()
+        """The nodes' plans kept from round to round: a round plans only the nodes whose plan
+        can have changed (``engine.node_memo``; ``None``: every round plans every node)."""
 
     def show(self, *, now: dt.datetime, pol: policy.Policy) -> Shown:
         view = self._view
@@ -148,6 +151,7 @@ class Round:
             drainer=self._drainer,
             project=self._project,
             evictor_quiet=self._evictor_quiet,
+            memo=self.memo,
         )
 
     async def carry_out(self, shown: Shown, result: reconciler.Reconciliation) -> Done:

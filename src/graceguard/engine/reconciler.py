@@ -23,7 +23,7 @@ from graceguard.domain import (
 )
 from graceguard.domain import gangs as gangs_domain
 from graceguard.engine import actions as act
-from graceguard.engine import decision, index, projection, surge, takeovers
+from graceguard.engine import decision, index, node_memo, projection, surge, takeovers
 
 _SEVERITY = {
     disruption.DisruptionClass.FAILED: 0,
@@ -98,6 +98,7 @@ def reconcile(
     rejected: Sequence[disruption.Rejected] = (),
     drainer: str = disruption.CONTROLLER,
     evictor_quiet: dt.timedelta = takeovers.EVICTOR_QUIET,
+    memo: node_memo.NodeMemo | None = None,
 ) -> Reconciliation:
     """Plan every request and (with ``project``) protection across the cluster; report the
     ``rejected`` requests' problems in their status; delete ``finished`` ones (id, when they
@@ -108,7 +109,10 @@ def reconcile(
     its own node only once it took it over. A node left so keeps its requests' hold.
 
     ``evictor_quiet``: how long a taken-over evictor may ask nothing before its drain, waiting
-    only on budgets, ends (``engine.takeovers``)."""
+    only on budgets, ends (``engine.takeovers``).
+
+    ``memo``: the plans the last rounds kept (``engine.node_memo``); a node whose plan still
+    holds is not planned again. The result is the same with or without it."""
     idx = snapshot if isinstance(snapshot, index.ClusterIndex) else index.build(snapshot, pol)
     reader = reader or projection.ProtectionReader.of(pol)
     reader.see_namespaces(idx.snapshot.namespaces)  # protect[].namespaceSelector
@@ -134,25 +138,12 @@ def reconcile(
         out.extend(result.actions)
         wake.at_least(result.next_wakeup, now)
         protected = result.protected
-    allowances = budgets.Allowances({}, {})
-    surges = surge.Surges(idx.snapshot)
-    for node in sorted(
-        n for n, rs in by_node.items() if disruption.drainer(rs, now=now) == drainer
-    ):
-        node_actions, node_plans, node_wake = plan_node(
-            idx=idx,
-            requests=by_node[node],
-            pol=pol,
-            now=now,
-            reader=reader,
-            allowances=allowances,
-            companions=companions[node],
-            surges=surges,
-            evictor_quiet=evictor_quiet,
-        )
-        out.extend(node_actions)
-        plans.extend(node_plans)
-        wake.at_least(node_wake, now)
+    drained = sorted(n for n, rs in by_node.items() if disruption.drainer(rs, now=now) == drainer)
+    nodes = _Nodes(idx=idx, pol=pol, now=now, reader=reader, evictor_quiet=evictor_quiet, memo=memo)
+    nodes.plan_all(drained, by_node, companions, drainer=drainer)
+    out.extend(nodes.out)
+    plans.extend(nodes.plans)
+    wake.at_least(nodes.wake.at, now)
     for held in idx.snapshot.nodes:
         if held.held_for is not None and held.name not in by_node:
             out.append(act.HoldNode(held.name, None))  # its disruption went away
@@ -166,6 +157,101 @@ def reconcile(
         else:
             wake.at_least(at + pol.disruption_ttl, now)
     return Reconciliation(tuple(out), wake.at, tuple(plans), protected)
+
+
+class _Nodes:
+    """The disrupted nodes of one round planned in order, sharing the budgets' allowances and
+    the surges; with a ``memo``, a node whose kept plan still holds is not planned again."""
+
+    def __init__(
+        self,
+        *,
+        idx: index.ClusterIndex,
+        pol: policy.Policy,
+        now: dt.datetime,
+        reader: projection.ProtectionReader,
+        evictor_quiet: dt.timedelta,
+        memo: node_memo.NodeMemo | None,
+    ) -> None:
+        self.idx, self.pol, self.now, self.reader = idx, pol, now, reader
+        self.evictor_quiet = evictor_quiet
+        self.memo = memo
+        self.allowances = budgets.Allowances({}, {})
+        self.surges = surge.Surges(idx.snapshot)
+        self.out: list[act.Action] = []
+        self.plans: list[PodPlan] = []
+        self.wake = _Wake()
+        self._ganged: set[str | None] | None = None
+
+    def plan_all(
+        self,
+        drained: Sequence[str],
+        by_node: dict[str, list[disruption.DisruptionRequest]],
+        companions: dict[str, list[cluster.Pod]],
+        *,
+        drainer: str,
+    ) -> None:
+        """Plan the ``drained`` nodes in order (the memo told the round's context first)."""
+        memo = self.memo
+        if memo is not None:
+            memo.begin(
+                pol=self.pol,
+                reader=self.reader,
+                namespaces=self.idx.snapshot.namespaces,
+                drainer=drainer,
+                evictor_quiet=self.evictor_quiet,
+                now=self.now,
+            )
+        for node in drained:
+            self.plan(node, by_node[node], companions[node])
+        if memo is not None:
+            memo.end(set(drained))
+
+    def plan(
+        self,
+        node: str,
+        requests: Sequence[disruption.DisruptionRequest],
+        companions: Sequence[cluster.Pod],
+    ) -> None:
+        memo, now = self.memo, self.now
+        inputs: _NodeInputs | None = None
+        if memo is not None and not companions:
+            inputs = _NodeInputs.of(self.idx, node, requests)
+            kept = memo.recall(
+                node=node,
+                found=inputs.node,
+                pods=inputs.pods,
+                requests=inputs.requests,
+                used=inputs.used,
+                now=now,
+            )
+            if kept is not None:
+                self.plans.extend(kept.plans)
+                self.wake.at_least(kept.wake, now)
+                return
+        planner = _planner(
+            idx=self.idx,
+            requests=requests,
+            pol=self.pol,
+            now=now,
+            reader=self.reader,
+            allowances=self.allowances,
+            companions=companions,
+            surges=self.surges,
+            evictor_quiet=self.evictor_quiet,
+        )
+        self.out.extend(planner.out)
+        self.plans.extend(planner.plans)
+        self.wake.at_least(planner.wake.at, now)
+        if memo is not None:
+            keep = inputs is not None and not self._in_gang(node) and _keepable(planner, inputs)
+            memo.keep(node, _kept(planner, inputs) if keep and inputs is not None else None)
+
+    def _in_gang(self, node: str) -> bool:
+        """Whether a pod of a gang is on ``node`` (its gang's hold crosses nodes)."""
+        if self._ganged is None:
+            self._ganged = {p.node for p in self.idx.gang_pods}
+        return node in self._ganged
 
 
 def _companions(
@@ -213,7 +299,7 @@ def plan_node(
     node: its cordon, hold, deadline and phases), each pod for the request that covers it
     (``_NodePlanner.covering``), and the ``companions`` that go with them: the other members of
     their gangs (``_companions``), planned for the lead."""
-    planner = _NodePlanner(
+    planner = _planner(
         idx=idx,
         requests=requests,
         pol=pol,
@@ -224,8 +310,98 @@ def plan_node(
         surges=surges if surges is not None else surge.Surges(idx.snapshot),
         evictor_quiet=evictor_quiet,
     )
-    planner.plan()
     return planner.out, planner.plans, planner.wake.at
+
+
+def _planner(
+    *,
+    idx: index.ClusterIndex,
+    requests: Sequence[disruption.DisruptionRequest],
+    pol: policy.Policy,
+    now: dt.datetime,
+    reader: projection.ProtectionReader,
+    allowances: budgets.Allowances,
+    companions: Sequence[cluster.Pod],
+    surges: surge.Surges,
+    evictor_quiet: dt.timedelta,
+) -> _NodePlanner:
+    """``plan_node``'s planner, its plan made."""
+    planner = _NodePlanner(
+        idx=idx,
+        requests=requests,
+        pol=pol,
+        now=now,
+        reader=reader,
+        allowances=allowances,
+        companions=companions,
+        surges=surges,
+        evictor_quiet=evictor_quiet,
+    )
+    planner.plan()
+    return planner
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _NodeInputs:
+    """What one node's plan is made from, beside the round's context (``node_memo``)."""
+
+    node: cluster.Node | None
+    pods: Sequence[cluster.Pod]
+    requests: Sequence[disruption.DisruptionRequest]
+    used: tuple[dt.datetime | None, ...]
+
+    @classmethod
+    def of(
+        cls, idx: index.ClusterIndex, node: str, requests: Sequence[disruption.DisruptionRequest]
+    ) -> _NodeInputs:
+        pods = idx.pods_by_node.get(node, ())
+        evicted_in = idx.snapshot.window_evictions
+        used = tuple(evicted_in.get(p.key) for p in pods) if evicted_in else ()
+        return cls(idx.nodes.get(node), pods, requests, used)
+
+
+_KEPT_STATUSES = frozenset({PlanStatus.WAITING, PlanStatus.TERMINATING})
+
+
+def _keepable(planner: _NodePlanner, inputs: _NodeInputs) -> bool:
+    """Whether the node's plan depends on its own inputs alone until a known instant
+    (``node_memo``): no action asked, no pod due, none unstarted, no request taken over, no
+    eviction pulled back by a deadline (the time it was pulled back from runs from now)."""
+    return (
+        not planner.out
+        and all(
+            p.status in _KEPT_STATUSES and all(b.rule != "deadline" for b in p.blocked_by)
+            for p in planner.plans
+        )
+        and all(p.start_time is not None for p in inputs.pods)
+        and not any(r.taken_over for r in inputs.requests)
+    )
+
+
+def _kept(planner: _NodePlanner, inputs: _NodeInputs) -> node_memo.Kept:
+    """The node's plan to keep, with the first instant after now at which any of its
+    decisions can change: each pod's notice, eviction, protection's end, last moment and
+    blockers, and what the planner noted (heartbeats, deadlines, earlier phases' ends)."""
+    now = planner.now
+    until = _Wake()
+    until.at_least(planner.wake.at, now)
+    until.at_least(planner.changes.at, now)
+    for p in planner.plans:
+        for t in (p.eviction_at, p.protected_until, p.latest, p.force_at):
+            until.at_least(t, now)
+        if p.scheduled_notice_at is not None:
+            until.at_least(p.scheduled_notice_at - NOTICE_EARLY, now)
+        for b in p.blocked_by:
+            until.at_least(b.until, now)
+    return node_memo.Kept(
+        node=inputs.node,
+        pods=inputs.pods,
+        requests=inputs.requests,
+        used=inputs.used,
+        plans=tuple(planner.plans),
+        wake=planner.wake.at,
+        until=until.at,
+    )
 
 
 def _urgency(r: disruption.DisruptionRequest) -> tuple[int, dt.datetime, dt.datetime, str]:
@@ -268,6 +444,9 @@ class _NodePlanner:
         self.out: list[act.Action] = []
         self.plans: list[PodPlan] = []
         self.wake = _Wake()
+        self.changes = _Wake()
+        """Instants at which the plan changes that need no round of their own (``wake`` has
+        those that do): for ``node_memo``."""
         self.deadline = self.lead.effective_deadline
         self.earlier_live = 0
         self.not_before: dt.datetime | None = None
@@ -381,6 +560,7 @@ class _NodePlanner:
         self.earlier_live += len(pods)
         if expected_end is not None:
             self.not_before = max(self.not_before or expected_end, expected_end)
+            self.changes.at_least(self.not_before, self.now)
 
     def covering(self, pod: cluster.Pod) -> disruption.DisruptionRequest:
         """The request ``pod`` is planned, noticed and evicted for: the most urgent of those that
@@ -643,6 +823,7 @@ class _NodePlanner:
                 self.wake.at_least(self.now + request.hold.heartbeat_timeout / 2, self.now)
             else:
                 self.wake.at_least(request.hold.heartbeat_due, self.now)
+                self.changes.at_least(request.hold.heartbeat_due - early, self.now)
 
 
 HEARTBEAT_BATCH = 8
