@@ -301,3 +301,21 @@ def test_each_round_observes_its_duration_spanning_its_writes() -> None:
     assert registry.get_sample_value(f"{sample}_sum") == 3
     assert registry.get_sample_value(f"{sample}_bucket", {"le": "0.01"}) == 1
     assert registry.get_sample_value(f"{sample}_bucket", {"le": "5.0"}) == 2
+
+
+def test_rounds_count_the_nodes_they_planned_and_those_whose_plan_they_reused() -> None:
+    """``graceguard_reconcile_nodes``: the first rounds plan n1 (they write its notices and
+    status); once nothing is left to write, a round a minute later reuses its kept plan."""
+    fake, requests = _world()
+    controller = _controller(fake, requests)
+
+    async def rounds() -> None:
+        for minutes in (0, 0, 0, 1):
+            fake.now = NOW + dt.timedelta(minutes=minutes)
+            await controller.reconcile_once()
+
+    asyncio.run(rounds())
+    registry = controller.metrics.registry
+    planned = registry.get_sample_value("graceguard_reconcile_nodes_total", {"how": "planned"})
+    reused = registry.get_sample_value("graceguard_reconcile_nodes_total", {"how": "reused"})
+    assert (planned, reused) == (3, 1)

@@ -130,9 +130,12 @@ class Controller:
         await asyncio.sleep(DEBOUNCE_SECONDS)  # let a burst of watch events land together
 
     def _observe(self, done: rounds.Done) -> None:
+        memo = self._round.memo
         self.metrics.observe_round(
             result=done.result,
             outcomes=done.outcomes,
             requests=done.shown.requests,
             now=done.shown.now,
+            nodes_planned=len(memo.planned) if memo is not None else 0,
+            nodes_reused=memo.reused if memo is not None else 0,
         )

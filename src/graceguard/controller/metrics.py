@@ -53,6 +53,13 @@ class ControllerMetrics:
         self.rounds = prom.Counter(
             "graceguard_reconcile_rounds", "Reconcile rounds run.", registry=self.registry
         )
+        self.round_nodes = prom.Counter(
+            "graceguard_reconcile_nodes",
+            "Disrupted nodes the rounds planned, and those whose kept plan they reused as it "
+            "still held (engine.node_memo), by how.",
+            ["how"],
+            registry=self.registry,
+        )
         self.round_seconds = prom.Histogram(
             "graceguard_reconcile_round_seconds",
             "Wall time of a reconcile round: the snapshot, the plan, the writes and the wait "
@@ -88,8 +95,12 @@ class ControllerMetrics:
         outcomes: Sequence[ex.Outcome],
         requests: Sequence[disruption.DisruptionRequest],
         now: dt.datetime,
+        nodes_planned: int = 0,
+        nodes_reused: int = 0,
     ) -> None:
         self.rounds.inc()
+        self.round_nodes.labels(how="planned").inc(nodes_planned)
+        self.round_nodes.labels(how="reused").inc(nodes_reused)
         self.protected.set(result.protected_pods)
         self.open_disruptions.set(len(requests))
         self._observe_deadlines(requests, now=now)
