@@ -8,7 +8,9 @@ kwok making them Running (``setup_seconds``), which grows with the pods.
 
 Prints one JSON line. The pods are bare pods bound to their node (no scheduler), POSTed by a bare
 HTTP client (``kwokbench.post_all``), then made Running by kwok; ``setup_seconds`` and its parts
-say how long that took. Memory as in bench_controller_memory: controller #1 starts against the
+say how long that took, ``setup_cpu_seconds`` what each part of the control plane spent so far.
+Bare pods have no owner: a round resolves no ReplicaSet to its Deployment for them (the labels of
+one app's pods are alike, as a template's). Memory as in bench_controller_memory: controller #1 starts against the
 nodes alone, its settled RSS is the baseline, and it stops; once the pods are Running, controller
 #2 starts fresh, and its settled RSS after a reconcile round is ``loaded_rss_mib``;
 ``bytes_per_pod`` = (loaded - baseline) / pods (target at most 1 KiB).
