@@ -234,3 +234,13 @@ def test_kept_plans_decide_as_full_rounds(world: driver.World) -> None:
 def test_kept_plans_decide_as_full_rounds_under_deadlines(world: driver.World) -> None:
     with _memo_checked():
         driver.run(world)
+
+
+def test_a_forgetting_memo_plans_every_node() -> None:
+    """What the loop does when this replica loses the lead: the next lead starts from nothing."""
+    c = Cluster()
+    c.settled()
+    c.memo.forget()
+    c.now += MIN
+    c.round()
+    assert sorted(c.memo.planned) == ["n0", "n1", "n2", "n3", "n4"]

@@ -80,6 +80,7 @@ class Controller:
             self._leadership.changed.clear()
             if not self._leadership.is_leader:
                 self._took_over = False
+                self._round.forget()  # a lead gained again plans every node first
             elif await self._take_over():
                 wake = await self.reconcile_once()
             else:

@@ -115,6 +115,11 @@ class Round:
         """The nodes' plans kept from round to round: a round plans only the nodes whose plan
         can have changed (``engine.node_memo``; ``None``: every round plans every node)."""
 
+    def forget(self) -> None:
+        """Forget the kept node plans: the next round plans every node."""
+        if self.memo is not None:
+            self.memo.forget()
+
     def show(self, *, now: dt.datetime, pol: policy.Policy) -> Shown:
         view = self._view
         return Shown(

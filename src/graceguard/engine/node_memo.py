@@ -80,6 +80,12 @@ class NodeMemo:
         self.reused = 0
         """How many nodes' plans the last round reused."""
 
+    def forget(self) -> None:
+        """Forget every kept plan: the next round plans every node (and is a full round)."""
+        self._kept.clear()
+        self._context = None
+        self._full_at = None
+
     def begin(
         self,
         *,
