@@ -151,7 +151,8 @@ def test_policy_windows(tmp_path: pathlib.Path) -> None:
 def test_imminent_deadline_pulls_the_eviction_back(tmp_path: pathlib.Path) -> None:
     path = write(tmp_path, "pod.yaml", pod_doc({ann.PROTECT: "true"}, grace=600))
     got = ok_json(str(path), "--at", AT, "--disruption", "imminent:2026-11-21T01:30:00Z")
-    assert got["earliestEviction"] == "2026-11-21T01:20:00Z"  # its 600 s grace before
+    # its 600 s grace before, and a round's slack (deadlines.ROUND_SLACK)
+    assert got["earliestEviction"] == "2026-11-21T01:19:59Z"
     assert "deadline" in [b["rule"] for b in got["blockedBy"]]
     assert got["deadlineExceeded"] is False
     got = ok_json(str(path), "--at", AT, "--disruption", "imminent:2026-11-21T01:05:00Z")

@@ -15,7 +15,8 @@ from collections.abc import Sequence
 import pytest
 
 from graceguard.controller import deadlines as service
-from graceguard.domain import cluster, deadlines, disruption, phases, policy, times
+from graceguard.domain import annotations as ann
+from graceguard.domain import cluster, deadlines, disruption, notices, phases, policy, times
 from graceguard.engine import actions as act
 from graceguard.engine import reconciler
 from graceguard.manifests import deadlines as manifests
@@ -204,7 +205,7 @@ def plan(
 
 def test_a_protected_pod_is_asked_to_leave_its_grace_before_the_deadline() -> None:
     """min-runtime 1h does not hold it past the deadline: evicted at deadline - margin - grace,
-    its ScheduledEviction the notice lead before."""
+    less a round's slack, its ScheduledEviction the notice lead before."""
     job = cluster.Pod(
         "ns",
         "job",
@@ -216,9 +217,76 @@ def test_a_protected_pod_is_asked_to_leave_its_grace_before_the_deadline() -> No
     )
     r = plan([job], NOW + 40 * SEC)
     (p,) = r.plans
-    assert p.eviction_at == NOW + 40 * SEC - deadlines.MARGIN - 15 * SEC
+    assert p.eviction_at == NOW + 40 * SEC - deadlines.MARGIN - 15 * SEC - deadlines.ROUND_SLACK
     assert p.scheduled_notice_at == p.eviction_at - 4 * SEC
     assert not any(isinstance(a, act.ReportDeadlineExceeded) for a in r.actions)
+
+
+def _told(pod: cluster.Pod, eviction_at: dt.datetime) -> cluster.Pod:
+    """``pod`` told its ``ScheduledEviction`` for ``eviction_at`` by ``plan``'s request."""
+    told = {
+        ann.EVICTION_AT: times.format_time(eviction_at),
+        ann.EVICTION_REASON: deadlines.Announcer.KARPENTER.value,
+    }
+    return dataclasses.replace(
+        pod,
+        notice_stage=notices.NoticeReason.SCHEDULED.value,
+        annotations={**pod.annotations, **told},
+    )
+
+
+@pytest.mark.parametrize("late", [dt.timedelta(milliseconds=100), deadlines.ROUND_SLACK])
+def test_a_round_a_little_after_a_pod_s_last_moment_asks_it_with_its_whole_grace(
+    late: dt.timedelta,
+) -> None:
+    """The round woken for a protected pod's last moment under a deadline runs a little after it
+    (the loop's 0.1 s debounce: ``transcode`` in tests/e2e/test_node_expiry.py), up to a round's
+    slack late: the pod is evicted then, its whole grace before the deadline, and told no
+    ``DeadlineExceeded`` (it was, "it gets 14s" of 15 s, while its last moment was the last
+    instant itself)."""
+    job = cluster.Pod(
+        "ns",
+        "job",
+        "n1",
+        start_time=NOW,
+        grace_seconds=15,
+        uid="j",
+        annotations={"graceguard.io/min-runtime": "1h"},
+    )
+    expires = NOW + 40 * SEC
+    (planned,) = plan([job], expires).plans
+    assert planned.eviction_at is not None and planned.latest == planned.eviction_at
+    now = planned.eviction_at + late
+    r = plan([_told(job, planned.eviction_at)], expires, now=now)
+    assert not [a for a in r.actions if isinstance(a, act.ReportDeadlineExceeded)], r.actions
+    (evict,) = [a for a in r.actions if isinstance(a, act.Evict)]
+    assert evict.grace_seconds == 15
+    assert now + 15 * SEC <= expires - deadlines.MARGIN  # the Disruption's effective deadline
+    (status,) = [a for a in r.actions if isinstance(a, act.ReportDisruption)]
+    assert "DeadlineExceeded" not in status.status.message
+
+
+def test_a_round_past_a_pod_s_last_instant_tells_it_deadline_exceeded() -> None:
+    """A round more than a round's slack after a protected pod's last moment asks it past the
+    last instant that gives it its grace: evicted at once, told ``DeadlineExceeded`` with what it
+    gets."""
+    job = cluster.Pod(
+        "ns",
+        "job",
+        "n1",
+        start_time=NOW,
+        grace_seconds=15,
+        uid="j",
+        annotations={"graceguard.io/min-runtime": "1h"},
+    )
+    expires = NOW + 40 * SEC
+    (planned,) = plan([job], expires).plans
+    assert planned.eviction_at is not None and planned.latest == planned.eviction_at
+    now = planned.eviction_at + deadlines.ROUND_SLACK + dt.timedelta(milliseconds=100)
+    r = plan([_told(job, planned.eviction_at)], expires, now=now)
+    (told,) = [a for a in r.actions if isinstance(a, act.ReportDeadlineExceeded)]
+    assert "needs 15s" in told.message and "it gets 14s" in told.message, told.message
+    assert any(isinstance(a, act.Evict) and a.grace_seconds == 15 for a in r.actions)
 
 
 def test_a_grace_that_cannot_fit_is_told_at_once_with_the_time_it_gets() -> None:
@@ -318,7 +386,7 @@ def test_a_taken_over_eviction_is_not_held_past_the_deadline() -> None:
     )
     (p,) = r.plans
     assert p.request_id == imminent.id
-    assert p.eviction_at == NOW + 40 * SEC - deadlines.MARGIN - 15 * SEC
+    assert p.eviction_at == NOW + 40 * SEC - deadlines.MARGIN - 15 * SEC - deadlines.ROUND_SLACK
 
 
 # --- the service --------------------------------------------------------------------------------

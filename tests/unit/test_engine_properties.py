@@ -27,7 +27,16 @@ import pytest
 from hypothesis import example, given, settings
 
 from graceguard.domain import annotations as ann
-from graceguard.domain import cluster, disruption, notices, phases, policy, protection, times
+from graceguard.domain import (
+    cluster,
+    deadlines,
+    disruption,
+    notices,
+    phases,
+    policy,
+    protection,
+    times,
+)
 from graceguard.engine import actions as act
 from graceguard.engine import index
 
@@ -71,8 +80,9 @@ def live_on(snap: cluster.Snapshot, node: str) -> list[cluster.Pod]:
 
 
 def latest(seen: Seen, h: History) -> dt.datetime | None:
-    """Under a deadline: the last instant the pod can be asked to stop and still get its grace and
-    leave the later priority phases theirs (``None`` without a deadline)."""
+    """Under a deadline: the pod's planned last moment, a round's slack
+    (``deadlines.ROUND_SLACK``) before the last instant it can be asked to stop and still get its
+    grace and leave the later priority phases theirs (``None`` without a deadline)."""
     deadline = seen.request.effective_deadline
     if deadline is None:
         return None
@@ -83,7 +93,7 @@ def latest(seen: Seen, h: History) -> dt.datetime | None:
         k = phases.phase_index(p.priority, phase_list)
         longest[k] = max(longest[k], p.grace_seconds)
     reserve = sum(g for k, g in longest.items() if k > mine)
-    return deadline - dt.timedelta(seconds=reserve + seen.pod.grace_seconds)
+    return deadline - dt.timedelta(seconds=reserve + seen.pod.grace_seconds) - deadlines.ROUND_SLACK
 
 
 def deadline_rules(seen: Seen, h: History) -> bool:

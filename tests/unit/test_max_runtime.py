@@ -183,7 +183,8 @@ async def test_the_source_opens_it_its_notice_lead_ahead_once() -> None:
     assert request.id == name and request.source == "max-runtime"
     assert request.scope is disruption.Scope.POD and request.pod == "ns/task"
     assert request.disruption_class is disruption.DisruptionClass.IMMINENT
-    assert request.deadline == NOW + 60 * SEC + 30 * SEC
+    # evicted at its max-runtime: its grace and a round's slack after it
+    assert request.deadline == NOW + 60 * SEC + 30 * SEC + deadlines.ROUND_SLACK
     assert "graceguard.io/max-runtime=24h" in request.reason
 
 

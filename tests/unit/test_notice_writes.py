@@ -16,7 +16,7 @@ import pytest
 
 from graceguard.controller import executor, rounds
 from graceguard.domain import annotations as ann
-from graceguard.domain import cluster, disruption, notices, pod_writes, policy, times
+from graceguard.domain import cluster, deadlines, disruption, notices, pod_writes, policy, times
 from graceguard.engine import actions as act
 from graceguard.engine import reconciler
 
@@ -155,7 +155,8 @@ def test_a_leader_killed_after_the_pod_s_write_is_not_followed_by_a_second_notic
 
 def test_a_round_just_after_a_protected_pod_s_last_moment_does_not_tell_it_again() -> None:
     """Under a deadline a protected pod (``do-not-disrupt``) is told its ``ScheduledEviction`` for
-    its last moment, the deadline minus its grace. The round that evicts it runs a little after
+    its last moment, the deadline minus its grace and a round's slack (``deadlines.ROUND_SLACK``).
+    The round that evicts it runs a little after
     that instant (the loop's 0.1 s debounce, as on the real control plane: tests/e2e/
     test_node_expiry.py): the pod goes now, at the time it was told, and is not nominated and told
     "after 0s" a second time."""
@@ -166,7 +167,8 @@ def test_a_round_just_after_a_protected_pod_s_last_moment_does_not_tell_it_again
     _leader(fake)
     assert _told(fake) == ["ProposedEviction", "ScheduledEviction"]
     told = times.time_in(fake.snapshot.pods[0].annotations, ann.EVICTION_AT)
-    assert told == REQUEST.deadline - dt.timedelta(seconds=30)  # type: ignore[operator]
+    assert REQUEST.deadline is not None
+    assert told == REQUEST.deadline - dt.timedelta(seconds=30) - deadlines.ROUND_SLACK
 
     late = told + dt.timedelta(milliseconds=104)
     actions = _plan(fake.snapshot, late)

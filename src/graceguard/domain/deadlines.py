@@ -60,6 +60,12 @@ before the margin has a deletion time at or before the deadline even when graceg
 a few seconds late, so Karpenter (which deletes a pod whose grace would run past the deadline)
 never finds one to delete."""
 
+ROUND_SLACK = dt.timedelta(seconds=1)
+"""Under a deadline a pod is planned to be asked to stop this long before its last instant (the
+deadline, or its priority phase's end, minus its grace; ``engine.decision``): the round woken for
+that moment runs a little after it (the loop's debounce, a slow API) and still asks the pod in
+time to stop its whole grace before the deadline. Only a pod asked after the last instant itself
+is short of its grace and told ``DeadlineExceeded``."""
 
 MAX_RUNTIME_SOURCE = "max-runtime"
 """The source of a pod's own deadline (``graceguard.io/max-runtime``)."""
@@ -268,14 +274,15 @@ def pod_request_for(
     deadline: PodDeadline, *, now: dt.datetime, name: str
 ) -> disruption.DisruptionRequest:
     """The imminent pod ``Disruption`` request for ``deadline``: its deadline is the eviction
-    time plus the pod's grace, so the last moment to ask the pod to stop is ``evict_at``."""
+    time plus the pod's grace and ``ROUND_SLACK``, so the planned last moment to ask the pod to
+    stop is ``evict_at``."""
     return disruption.DisruptionRequest(
         id=name,
         node=deadline.node,
         source=MAX_RUNTIME_SOURCE,
         disruption_class=disruption.DisruptionClass.IMMINENT,
         requested_at=min(now, deadline.evict_at),
-        deadline=deadline.evict_at + max(deadline.grace, dt.timedelta(seconds=1)),
+        deadline=deadline.evict_at + deadline.grace + ROUND_SLACK,
         scope=disruption.Scope.POD,
         pod=deadline.pod,
         reason=deadline.reason,

@@ -7,8 +7,9 @@ after its nomination (a ScheduledEviction always comes ``noticeLead`` before a v
 eviction); the next maintenance window that applies and that the pod has not been evicted in; and
 the time earlier priority phases are expected to be done. Under a deadline the target is pulled
 back so that the pod is asked to stop its whole grace period (and the later phases' reserve) before
-the deadline; when even that is in the past the pod is asked at once and the deadline is reported
-as exceeded.
+the deadline, with a round's slack to spare (``deadlines.ROUND_SLACK``); when even the last instant
+that gives it its grace is in the past the pod is asked at once and the deadline is reported as
+exceeded.
 """
 
 from __future__ import annotations
@@ -17,7 +18,16 @@ import dataclasses
 import datetime as dt
 
 from graceguard.domain import annotations as ann
-from graceguard.domain import cluster, disruption, durations, notices, policy, protection, times
+from graceguard.domain import (
+    cluster,
+    deadlines,
+    disruption,
+    durations,
+    notices,
+    policy,
+    protection,
+    times,
+)
 from graceguard.domain import windows as win
 
 
@@ -38,7 +48,9 @@ class PodDecision:
     """The planned eviction time (the earliest one allowed by protection, notice and windows)."""
     notice_lead: dt.timedelta
     latest: dt.datetime | None
-    """Under a deadline: the last instant to ask the pod to stop and still give it its grace."""
+    """Under a deadline: the planned last moment to ask the pod to stop,
+    ``deadlines.ROUND_SLACK`` before the last instant that still gives it its grace (now, once
+    that moment has passed)."""
     opening: win.Opening | None
     """The maintenance window the eviction falls in, when windows apply."""
     blocked_by: tuple[Blocker, ...]
@@ -207,17 +219,18 @@ def _under_deadline(
     blockers: list[Blocker],
 ) -> tuple[dt.datetime, dt.datetime | None, bool]:
     """Under the request's deadline (a failed node's has none that helps): the eviction time
-    pulled back to the last instant to ask the pod to stop its whole grace before the deadline,
-    or its phase's end (``_by_deadline``); that instant; whether it is already past (the pod is
-    then asked now). Without a deadline: ``target``, ``None``, ``False``."""
+    pulled back to the pod's planned last moment, ``deadlines.ROUND_SLACK`` before the last
+    instant to ask it to stop its whole grace before the deadline, or its phase's end
+    (``_by_deadline``); that moment (now once it has passed); whether the last instant itself is
+    already past (the pod is then asked now, short of its grace). Without a deadline:
+    ``target``, ``None``, ``False``."""
     deadline = request.effective_deadline
     if deadline is None or request.disruption_class is disruption.DisruptionClass.FAILED:
         return target, None, False
     end = min(phase_end, deadline) if phase_end is not None else deadline
-    latest = end - pod.grace
-    exceeded = latest < now
-    if exceeded:
-        latest = now
+    last = end - pod.grace
+    exceeded = last < now
+    latest = max(last - deadlines.ROUND_SLACK, now)
     return (
         _by_deadline(target, latest=latest, deadline=deadline, blockers=blockers),
         latest,
