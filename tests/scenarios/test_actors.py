@@ -7,6 +7,7 @@ import datetime as dt
 import itertools
 from typing import Any
 
+from graceguard.domain import deadlines
 from graceguard.sim import runner
 from graceguard.sim.marks import MarkKind
 from graceguard.sim.pods import End, SimPod
@@ -186,14 +187,16 @@ def test_asg_hook_is_heartbeated_and_capped_at_100_heartbeat_timeouts() -> None:
     )  # fmt: skip
     world = run(doc, Mode.WITH)
     cap = START + 100 * 5 * MIN  # 8h20m: less than 48 hours
-    assert world.nodes["n1"].end == cap
+    # gone once its job is: asked a round's slack before its last moment under the cap
+    assert world.nodes["n1"].end == cap - deadlines.ROUND_SLACK
     beats = [m for m in world.marks if m.kind is MarkKind.HEARTBEAT]
     assert len(beats) >= 190  # every 2m30s, half the heartbeat timeout
     gaps = [b.at - a.at for a, b in itertools.pairwise(beats)]
     assert max(gaps) <= dt.timedelta(minutes=5)
     job = pod(world, "job")
-    # the cap is a deadline: the job is asked to stop its grace period before it
-    assert job.sigterm_at == cap - dt.timedelta(seconds=60)
+    # the cap is a deadline: the job is asked to stop its grace period (and a round's slack)
+    # before it
+    assert job.sigterm_at == cap - dt.timedelta(seconds=60) - deadlines.ROUND_SLACK
 
 
 def test_asg_set_desired_picks_the_crowded_zone_then_the_oldest() -> None:
@@ -262,7 +265,7 @@ def test_spot_reclaims_two_minutes_after_the_notice() -> None:
     guarded = run(doc, Mode.WITH)
     job = pod(guarded, "job")
     assert guarded.nodes["n1"].end == START + 32 * MIN
-    assert job.sigterm_at == START + 32 * MIN - dt.timedelta(seconds=30)
+    assert job.sigterm_at == START + 32 * MIN - dt.timedelta(seconds=30) - deadlines.ROUND_SLACK
     assert job.end_kind is End.CHECKPOINTED and job.lost() == dt.timedelta(0)
     replacement = pod(guarded, "job-r1")
     assert replacement.saved == job.done(job.sigterm_at)
@@ -354,7 +357,8 @@ def test_expiry_announces_then_releases_the_instance() -> None:
 def test_an_expiry_announced_long_ahead_opens_when_notice_and_grace_reach_it() -> None:
     """Announced an hour ahead: graceguard's deadline source opens the node's Disruption only at
     expiry - 5 s - the pod's 60 s - the 10-minute notice lead (the simulator wakes for it), and
-    the job is evicted with its whole grace, ending 5 s before the expiry."""
+    the job is evicted with its whole grace (and a round's slack), ending 6 s before the
+    expiry."""
     doc = two_nodes(
         [{"name": "job", "node": "n1", "work": "3h", "grace": 60, "owner": "Job/j"}],
         {"type": "expiry", "notice": "1h", "events": [{"at": "2h", "node": "n1"}]},
@@ -366,8 +370,9 @@ def test_an_expiry_announced_long_ahead_opens_when_notice_and_grace_reach_it() -
     assert announced.at == START + 60 * MIN
     assert request.at == expires - dt.timedelta(seconds=5 + 60) - 10 * MIN
     job = pod(world, "job")
-    assert job.evicted and job.sigterm_at == expires - dt.timedelta(seconds=65)
-    assert job.end == expires - dt.timedelta(seconds=5)
+    slack = deadlines.ROUND_SLACK
+    assert job.evicted and job.sigterm_at == expires - dt.timedelta(seconds=65) - slack
+    assert job.end == expires - dt.timedelta(seconds=5) - slack
 
 
 # ---- pods --------------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from graceguard.domain import deadlines
 from graceguard.sim import outcome, runner, scenario
 from graceguard.sim.marks import MarkKind
 from graceguard.sim.outcome import Outcome
@@ -243,11 +244,12 @@ def test_the_expiry_is_a_deadline_every_pod_leaves_before(run_of: Runs) -> None:
         assert p.stopped_by == "graceguard" and p.evicted, p.name
         assert p.end is not None and p.end < expires, p.name
     transcode = next(p for p in world.pods if p.name == "transcode")
-    assert transcode.sigterm_at == expires - dt.timedelta(seconds=65)
+    assert transcode.sigterm_at == expires - dt.timedelta(seconds=65) - deadlines.ROUND_SLACK
     assert transcode.end_kind is End.CHECKPOINTED
     resumed = [p for p in world.pods if p.spec.name == "transcode" and p.generation == 1]
     assert [p.node for p in resumed] == ["node-new"]
-    assert resumed[0].saved == dt.timedelta(minutes=38, seconds=55)  # its checkpoint, resumed
+    # its checkpoint, resumed: taken a round's slack before its last moment
+    assert resumed[0].saved == dt.timedelta(minutes=38, seconds=55) - deadlines.ROUND_SLACK
     without = scenario_run.without.world
     for p in without.pods:
         if p.node == "node-old":
