@@ -206,5 +206,9 @@ e2e: cluster-build chart postgres dbusmock
 
 ## node: the real-node tier (tests/node): the control plane with two real nodes, graceguard's image
 ## installed with helm in pods, a workload that gets its SIGTERM (hack/realnode.py)
+## Its temporary directories are not under out/: containerd's and the kubelet's unix sockets live
+## in them, and a socket's path may not pass 107 bytes (hack/realnode.py), which a checkout's own
+## path would eat into; so a short one in /tmp, one per checkout, kept until its next run.
+NODE_BASETEMP := /tmp/graceguard-node-$(shell printf %s '$(CURDIR)' | cksum | cut -d' ' -f1)
 node: cluster-build node-deps image helm
-	$(PYTEST) tests/node -q --durations=10
+	$(PY) -m pytest --basetemp=$(NODE_BASETEMP) tests/node -q --durations=10

@@ -93,8 +93,12 @@ class Controller:
             self.process.wait(timeout=10)
 
     def stop(self) -> None:
+        """SIGTERM, as the kubelet stops a pod: the clean shutdown (Lease released, ledger
+        closed). Not SIGINT: a test run started in the background by a shell without job control
+        inherits SIGINT ignored, and so would the process; SIGTERM is handled by the process
+        itself (``supervisor.STOP_SIGNALS``)."""
         if self.alive():
-            self.process.send_signal(signal.SIGINT)
+            self.process.send_signal(signal.SIGTERM)
             try:
                 self.process.wait(timeout=10)
             except subprocess.TimeoutExpired:

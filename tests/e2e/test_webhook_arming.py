@@ -111,7 +111,7 @@ def test_a_serving_replica_arms_it_and_an_upgrade_is_armed_again(
             timeout=30,
             what="the configuration armed again",
         )
-        hook.process.send_signal(signal.SIGINT)
+        hook.process.send_signal(signal.SIGTERM)
         hook.process.wait(timeout=15)
         # No replica answers now: Fail stays, the protected pod's eviction waits.
         assert wi.armed(kube, hook.configuration) == "Fail"

@@ -296,7 +296,7 @@ def installed(  # noqa: PLR0915 - the chart's webhook resources applied in order
             with contextlib.suppress(ApiError):
                 kube.delete(ValidatingWebhookConfiguration, config["metadata"]["name"])
         if process.poll() is None:
-            process.send_signal(signal.SIGINT)
+            process.send_signal(signal.SIGTERM)  # as GraceguardProcess.stop
             try:
                 process.wait(timeout=10)
             except subprocess.TimeoutExpired:
