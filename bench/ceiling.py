@@ -46,7 +46,10 @@ import urllib.parse
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+import httpx2
 import lightkube
+from lightkube.config import client_adapter
+from lightkube.config.kubeconfig import KubeConfig
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.core_v1 import Namespace, Pod
 from lightkube.types import PatchType
@@ -269,10 +272,26 @@ async def _evictable(
     return [(kind, next(names) if kind == EVICT else t or next(spread)) for kind, t in requests]
 
 
+def _client(cp: controlplane.ControlPlane, concurrency: int) -> lightkube.AsyncClient:
+    """A bare client that keeps ``concurrency`` connections open between its requests (httpx
+    keeps 20 by default and would open and close the others again through a pass), as
+    graceguard's controller keeps its ``--write-concurrency`` (``client.async_client``)."""
+    config = KubeConfig.from_file(cp.kubeconfig).get()
+    if config is None or config.user is None:
+        raise RuntimeError(f"{cp.kubeconfig}: no current context with a user")
+    verify = client_adapter.verify_cluster(config.cluster, config.user, config.abs_file)
+    limits = httpx2.Limits(
+        max_connections=max(client.POOL, concurrency),
+        max_keepalive_connections=max(client.KEPT_OPEN, concurrency),
+    )
+    transport = httpx2.AsyncHTTPTransport(verify=verify, limits=limits)
+    return lightkube.AsyncClient(config, field_manager="bench", transport=transport)
+
+
 async def _pass(
     cp: controlplane.ControlPlane, requests: list[tuple[str, str]], namespace: str, concurrency: int
 ) -> float:
-    kube = kwokbench.client(cp)
+    kube = _client(cp, concurrency)
     try:
         requests = await _evictable(kube, requests, namespace, concurrency)
         await kube.get(Namespace, namespace)  # the connection warmed

@@ -75,6 +75,7 @@ async def run(
         identity=identity,
         lease_namespace=lease_namespace,
         lease_name=lease_name,
+        writers=write_concurrency,
     )
     services = _services(
         io,
@@ -131,9 +132,11 @@ async def _adapters(
     identity: str,
     lease_namespace: str,
     lease_name: str,
+    writers: int,
 ) -> _Adapters:
-    """Step 1: the ledger opened, the API client made, and the adapters built on the client."""
-    ledger, client = await _connect(ledger_url=ledger_url, kubeconfig=kubeconfig)
+    """Step 1: the ledger opened, the API client made (with room for ``writers`` writes in
+    flight), and the adapters built on the client."""
+    ledger, client = await _connect(ledger_url=ledger_url, kubeconfig=kubeconfig, writers=writers)
     return _Adapters(
         ledger=ledger,
         client=client,
@@ -273,13 +276,13 @@ def _tasks(io: _Adapters, services: _Services) -> dict[str, supervisor.Task]:
 
 
 async def _connect(
-    *, ledger_url: str, kubeconfig: pathlib.Path | None
+    *, ledger_url: str, kubeconfig: pathlib.Path | None, writers: int
 ) -> tuple[ledger_store.Ledger, kube_client.Client]:
     """The ledger opened and the API client made; the ledger closed again when the client
     cannot be."""
     ledger = await ledger_store.Ledger.open(ledger_url)
     try:
-        return ledger, kube_client.connect(kubeconfig)
+        return ledger, kube_client.connect(kubeconfig, writers=writers)
     except kube_client.KubeError:
         await ledger.close()
         raise

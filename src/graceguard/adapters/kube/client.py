@@ -79,14 +79,31 @@ def _from_file(path: pathlib.Path) -> KubeConfig:
         raise lightkube.ConfigError(f"{path}: a field has the wrong form ({err})") from None
 
 
-def async_client(kubeconfig: pathlib.Path | None = None) -> lightkube.AsyncClient:
+POOL = 100
+"""Connections a client opens at most for its watches and occasional requests (httpx's default)."""
+KEPT_OPEN = 20
+"""Idle connections a client keeps open for the next requests (httpx's default)."""
+
+
+def async_client(
+    kubeconfig: pathlib.Path | None = None, *, writers: int = 0
+) -> lightkube.AsyncClient:
+    """``writers``: requests the caller keeps in flight at once besides its watches (the
+    controller's ``--write-concurrency``); that many more connections may be open, and kept open
+    between requests, so that a burst of writes reuses its connections instead of opening (a TLS
+    handshake) and closing all but ``KEPT_OPEN`` of them again as each answer comes."""
     config = load_config(kubeconfig).get()
     if config is None or config.user is None:
         raise lightkube.ConfigError("the current context names no user")
     # A transport given to httpx replaces the one it would build with lightkube's TLS settings,
     # so the inner transport is built with them here (lightkube's own function).
     verify = client_adapter.verify_cluster(config.cluster, config.user, config.abs_file)
-    transport = retry_after.RetryAfterTransport(httpx2.AsyncHTTPTransport(verify=verify))
+    limits = httpx2.Limits(
+        max_connections=POOL + writers, max_keepalive_connections=max(KEPT_OPEN, writers)
+    )
+    transport = retry_after.RetryAfterTransport(
+        httpx2.AsyncHTTPTransport(verify=verify, limits=limits)
+    )
     return lightkube.AsyncClient(config, field_manager=FIELD_MANAGER, transport=transport)
 
 
@@ -95,10 +112,10 @@ Client: TypeAlias = lightkube.AsyncClient
 names it so without importing the client library)."""
 
 
-def connect(kubeconfig: pathlib.Path | None = None) -> Client:
+def connect(kubeconfig: pathlib.Path | None = None, *, writers: int = 0) -> Client:
     """``async_client``, with a kubeconfig that cannot be loaded as ``KubeError``."""
     try:
-        return async_client(kubeconfig)
+        return async_client(kubeconfig, writers=writers)
     except OSError as err:
         if err.filename is None:  # a certificate or key file the kubeconfig names (ssl says not)
             why = f"a file it names cannot be read: {err.strerror or err}"
