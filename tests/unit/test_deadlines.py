@@ -235,15 +235,9 @@ def _told(pod: cluster.Pod, eviction_at: dt.datetime) -> cluster.Pod:
     )
 
 
-@pytest.mark.parametrize("late", [dt.timedelta(milliseconds=100), deadlines.ROUND_SLACK])
-def test_a_round_a_little_after_a_pod_s_last_moment_asks_it_with_its_whole_grace(
-    late: dt.timedelta,
-) -> None:
-    """The round woken for a protected pod's last moment under a deadline runs a little after it
-    (the loop's 0.1 s debounce: ``transcode`` in tests/e2e/test_node_expiry.py), up to a round's
-    slack late: the pod is evicted then, its whole grace before the deadline, and told no
-    ``DeadlineExceeded`` (it was, "it gets 14s" of 15 s, while its last moment was the last
-    instant itself)."""
+def _planned_at_its_last_moment() -> tuple[cluster.Pod, dt.datetime, dt.datetime]:
+    """A pod protected for an hour (15 s grace), the expiry of its node 40 s away, and the pod's
+    planned eviction: at its last moment under that deadline."""
     job = cluster.Pod(
         "ns",
         "job",
@@ -256,8 +250,21 @@ def test_a_round_a_little_after_a_pod_s_last_moment_asks_it_with_its_whole_grace
     expires = NOW + 40 * SEC
     (planned,) = plan([job], expires).plans
     assert planned.eviction_at is not None and planned.latest == planned.eviction_at
-    now = planned.eviction_at + late
-    r = plan([_told(job, planned.eviction_at)], expires, now=now)
+    return job, expires, planned.eviction_at
+
+
+@pytest.mark.parametrize("late", [dt.timedelta(milliseconds=100), deadlines.ROUND_SLACK])
+def test_a_round_a_little_after_a_pod_s_last_moment_asks_it_with_its_whole_grace(
+    late: dt.timedelta,
+) -> None:
+    """The round woken for a protected pod's last moment under a deadline runs a little after it
+    (the loop's 0.1 s debounce: ``transcode`` in tests/e2e/test_node_expiry.py), up to a round's
+    slack late: the pod is evicted then, its whole grace before the deadline, and told no
+    ``DeadlineExceeded`` (it was, "it gets 14s" of 15 s, while its last moment was the last
+    instant itself)."""
+    job, expires, at = _planned_at_its_last_moment()
+    now = at + late
+    r = plan([_told(job, at)], expires, now=now)
     assert not [a for a in r.actions if isinstance(a, act.ReportDeadlineExceeded)], r.actions
     (evict,) = [a for a in r.actions if isinstance(a, act.Evict)]
     assert evict.grace_seconds == 15
@@ -270,20 +277,9 @@ def test_a_round_past_a_pod_s_last_instant_tells_it_deadline_exceeded() -> None:
     """A round more than a round's slack after a protected pod's last moment asks it past the
     last instant that gives it its grace: evicted at once, told ``DeadlineExceeded`` with what it
     gets."""
-    job = cluster.Pod(
-        "ns",
-        "job",
-        "n1",
-        start_time=NOW,
-        grace_seconds=15,
-        uid="j",
-        annotations={"graceguard.io/min-runtime": "1h"},
-    )
-    expires = NOW + 40 * SEC
-    (planned,) = plan([job], expires).plans
-    assert planned.eviction_at is not None and planned.latest == planned.eviction_at
-    now = planned.eviction_at + deadlines.ROUND_SLACK + dt.timedelta(milliseconds=100)
-    r = plan([_told(job, planned.eviction_at)], expires, now=now)
+    job, expires, at = _planned_at_its_last_moment()
+    now = at + deadlines.ROUND_SLACK + dt.timedelta(milliseconds=100)
+    r = plan([_told(job, at)], expires, now=now)
     (told,) = [a for a in r.actions if isinstance(a, act.ReportDeadlineExceeded)]
     assert "needs 15s" in told.message and "it gets 14s" in told.message, told.message
     assert any(isinstance(a, act.Evict) and a.grace_seconds == 15 for a in r.actions)
