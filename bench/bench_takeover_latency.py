@@ -357,15 +357,6 @@ def start_webhook(
     return hook
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of ``pid`` so far (0 once it is gone)."""
-    try:
-        fields = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 class CpuSampler:
     """The CPU time of some processes, sampled every half second in a thread."""
 
@@ -377,7 +368,8 @@ class CpuSampler:
         self._thread.start()
 
     def _sample(self) -> tuple[float, dict[str, float]]:
-        return time.monotonic(), {n: cpu_seconds(pid) for n, pid in self.processes.items()}
+        cpu = {n: kwokbench.cpu_seconds(pid) for n, pid in self.processes.items()}
+        return time.monotonic(), cpu
 
     def _run(self) -> None:
         while not self._stop.wait(0.5):
