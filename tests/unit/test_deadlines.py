@@ -203,10 +203,9 @@ def plan(
     return reconciler.reconcile(snapshot=snap, requests=[request], pol=pol, now=now)
 
 
-def test_a_protected_pod_is_asked_to_leave_its_grace_before_the_deadline() -> None:
-    """min-runtime 1h does not hold it past the deadline: evicted at deadline - margin - grace,
-    less a round's slack, its ScheduledEviction the notice lead before."""
-    job = cluster.Pod(
+def _protected_job() -> cluster.Pod:
+    """A pod on n1 protected for an hour (``min-runtime``), with 15 s of grace."""
+    return cluster.Pod(
         "ns",
         "job",
         "n1",
@@ -215,6 +214,12 @@ def test_a_protected_pod_is_asked_to_leave_its_grace_before_the_deadline() -> No
         uid="j",
         annotations={"graceguard.io/min-runtime": "1h"},
     )
+
+
+def test_a_protected_pod_is_asked_to_leave_its_grace_before_the_deadline() -> None:
+    """min-runtime 1h does not hold it past the deadline: evicted at deadline - margin - grace,
+    less a round's slack, its ScheduledEviction the notice lead before."""
+    job = _protected_job()
     r = plan([job], NOW + 40 * SEC)
     (p,) = r.plans
     assert p.eviction_at == NOW + 40 * SEC - deadlines.MARGIN - 15 * SEC - deadlines.ROUND_SLACK
@@ -238,15 +243,7 @@ def _told(pod: cluster.Pod, eviction_at: dt.datetime) -> cluster.Pod:
 def _planned_at_its_last_moment() -> tuple[cluster.Pod, dt.datetime, dt.datetime]:
     """A pod protected for an hour (15 s grace), the expiry of its node 40 s away, and the pod's
     planned eviction: at its last moment under that deadline."""
-    job = cluster.Pod(
-        "ns",
-        "job",
-        "n1",
-        start_time=NOW,
-        grace_seconds=15,
-        uid="j",
-        annotations={"graceguard.io/min-runtime": "1h"},
-    )
+    job = _protected_job()
     expires = NOW + 40 * SEC
     (planned,) = plan([job], expires).plans
     assert planned.eviction_at is not None and planned.latest == planned.eviction_at
@@ -362,15 +359,7 @@ def test_a_taken_over_eviction_is_not_held_past_the_deadline() -> None:
     """Karpenter's eviction taken over by the webhook (a voluntary Disruption of the node, no
     deadline) and the deadline's Disruption on the same node: the imminent one leads, so the
     protected pod goes by the deadline, not at the end of its protection."""
-    job = cluster.Pod(
-        "ns",
-        "job",
-        "n1",
-        start_time=NOW,
-        grace_seconds=15,
-        uid="j",
-        annotations={"graceguard.io/min-runtime": "1h"},
-    )
+    job = _protected_job()
     taken = disruption.DisruptionRequest(
         "karpenter.n1.1", "n1", "karpenter", disruption.DisruptionClass.VOLUNTARY, NOW
     )
