@@ -229,7 +229,7 @@ class _Nodes:
                 self.plans.extend(kept.plans)
                 self.wake.at_least(kept.wake, now)
                 return
-        planner = _planner(
+        planner = _NodePlanner(
             idx=self.idx,
             requests=requests,
             pol=self.pol,
@@ -240,6 +240,7 @@ class _Nodes:
             surges=self.surges,
             evictor_quiet=self.evictor_quiet,
         )
+        planner.plan()
         self.out.extend(planner.out)
         self.plans.extend(planner.plans)
         self.wake.at_least(planner.wake.at, now)
@@ -299,7 +300,7 @@ def plan_node(
     node: its cordon, hold, deadline and phases), each pod for the request that covers it
     (``_NodePlanner.covering``), and the ``companions`` that go with them: the other members of
     their gangs (``_companions``), planned for the lead."""
-    planner = _planner(
+    planner = _NodePlanner(
         idx=idx,
         requests=requests,
         pol=pol,
@@ -310,35 +311,8 @@ def plan_node(
         surges=surges if surges is not None else surge.Surges(idx.snapshot),
         evictor_quiet=evictor_quiet,
     )
-    return planner.out, planner.plans, planner.wake.at
-
-
-def _planner(
-    *,
-    idx: index.ClusterIndex,
-    requests: Sequence[disruption.DisruptionRequest],
-    pol: policy.Policy,
-    now: dt.datetime,
-    reader: projection.ProtectionReader,
-    allowances: budgets.Allowances,
-    companions: Sequence[cluster.Pod],
-    surges: surge.Surges,
-    evictor_quiet: dt.timedelta,
-) -> _NodePlanner:
-    """``plan_node``'s planner, its plan made."""
-    planner = _NodePlanner(
-        idx=idx,
-        requests=requests,
-        pol=pol,
-        now=now,
-        reader=reader,
-        allowances=allowances,
-        companions=companions,
-        surges=surges,
-        evictor_quiet=evictor_quiet,
-    )
     planner.plan()
-    return planner
+    return planner.out, planner.plans, planner.wake.at
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
