@@ -67,7 +67,7 @@ ROWS: dict[str, Row] = {
         says="sqlite+aiosqlite:////gg-no-such-dir/x.db, with four slashes",
     ),
     "ledger a directory": row(
-        "--ledger", "sqlite+aiosqlite:///{tmp}", names="--ledger", says="cannot create the schema"
+        "--ledger", "sqlite+aiosqlite:///{tmp}", names="--ledger", says="cannot open the database"
     ),
     "ledger not a database": row(
         "--ledger",

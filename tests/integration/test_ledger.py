@@ -3,9 +3,12 @@ filters, graceguard's own actions, the schema version, and one-line errors."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import datetime as dt
 import pathlib
+import threading
+import time
 
 import pytest
 import sqlalchemy as sa
@@ -203,6 +206,32 @@ async def test_reading_without_a_ledger_is_one_line(pg_url: str, tmp_path: pathl
     assert not (tmp_path / "missing.db").exists()  # reading creates nothing
     with pytest.raises(LedgerError, match="does not exist"):
         await Ledger.open(f"sqlite:///{tmp_path / 'no' / 'dir.db'}")
+
+
+def test_a_ledger_that_cannot_be_opened_leaves_no_thread_answering_a_closed_loop(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A SQLite path SQLite cannot open (a directory) is one line, and nothing is left running
+    once the process's loop has closed (``graceguard controller`` ends with it): aiosqlite,
+    failing to connect, stops its worker thread without waiting for it, and that thread then
+    answered a closed loop ("RuntimeError: Event loop is closed" printed from a thread) in about
+    one start in three. Each try is a loop of its own, closed right after, as the CLI's."""
+    raised: list[BaseException | None] = []
+    monkeypatch.setattr(threading, "excepthook", lambda args: raised.append(args.exc_value))
+    url = f"sqlite+aiosqlite:///{tmp_path}"
+    for _ in range(20):
+        with pytest.raises(LedgerError, match="unable to open database file") as err:
+            asyncio.run(Ledger.open(url))
+        assert "\n" not in str(err.value)
+    deadline = time.monotonic() + 2
+    while time.monotonic() < deadline and _aiosqlite_threads():
+        time.sleep(0.01)
+    assert not _aiosqlite_threads()
+    assert raised == []
+
+
+def _aiosqlite_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if "_connection_worker_thread" in t.name]
 
 
 @pytest.mark.asyncio

@@ -5,7 +5,10 @@ message) and its dialect's ``INSERT ... ON CONFLICT DO NOTHING``. Shared by the 
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import pathlib
+import sqlite3
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -53,6 +56,25 @@ class Database:
             raise
         except (exc.SQLAlchemyError, OSError, TimeoutError) as err:
             raise LedgerError(f"{self.shown}: cannot {doing}: {_one_line(err)}") from err
+
+
+async def check_opens(url: urls.LedgerURL) -> None:
+    """A SQLite file ledger: ``LedgerError`` unless SQLite can open its file (a directory, say,
+    it cannot), found by ``sqlite3`` itself in a worker thread before aiosqlite tries.
+    aiosqlite 0.22, failing to connect, stops its own worker thread without waiting for it; that
+    thread then answers the event loop, which a process ending on that error has closed
+    meanwhile ("RuntimeError: Event loop is closed" from the thread). Other ledgers: nothing."""
+    path = url.sqlite_path
+    if path is None:
+        return
+    try:
+        await asyncio.to_thread(_open_and_close, path)
+    except sqlite3.Error as err:
+        raise LedgerError(f"{url.shown}: cannot open the database: {_one_line(err)}") from err
+
+
+def _open_and_close(path: pathlib.Path) -> None:
+    sqlite3.connect(path).close()
 
 
 def _engine(url: urls.LedgerURL) -> AsyncEngine:

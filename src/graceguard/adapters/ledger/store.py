@@ -60,6 +60,7 @@ class Ledger:
                 raise LedgerError(f"{path}: no such ledger file")
             if create and not path.parent.is_dir():
                 raise LedgerError(f"{path}: directory {path.parent} does not exist")
+            await database.check_opens(parsed)
         opened = cls(database.Database(parsed))
         try:
             if create:
