@@ -19,8 +19,13 @@ ALL = sorted(str(p) for p in SCENARIOS.glob("*.yaml"))
 ONE = str(SCENARIOS / "eks-desired-size-1h-jobs.yaml")
 
 
+PIPE_WIDTH = {"COLUMNS": "140", "LINES": "24"}
+"""The terminal size ``simulate`` falls back to on a pipe, given whatever the runner sets (a
+pytest-xdist worker sets ``COLUMNS=80``, which narrows the table to 120 and folds its cells)."""
+
+
 def invoke(*args: str) -> tuple[int, str, str]:
-    result = CliRunner().invoke(app, ["simulate", *args])
+    result = CliRunner().invoke(app, ["simulate", *args], env=PIPE_WIDTH)
     return result.exit_code, result.stdout, result.stderr
 
 
