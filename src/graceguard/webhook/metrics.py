@@ -20,6 +20,7 @@ class WebhookMetrics:
             registry=self.registry,
         )
         self._reviewed: dict[tuple[str, str], prom.Counter] = {}
+        self._took_over: dict[tuple[str, str, str], prom.Counter] = {}
         self.latency = prom.Histogram(
             "graceguard_webhook_review_seconds",
             "Time to answer one review, from the request's headers to the answer's last byte.",
@@ -64,4 +65,14 @@ class WebhookMetrics:
         counter = self._reviewed.get((result, rule))
         if counter is None:
             counter = self._reviewed[(result, rule)] = self.reviews.labels(result=result, rule=rule)
+        counter.inc()
+
+    def took_over(self, source: str, scope: str, result: str) -> None:
+        """Count one takeover in ``takeovers``, its labelled counter kept as in ``reviewed``."""
+        key = (source, scope, result)
+        counter = self._took_over.get(key)
+        if counter is None:
+            counter = self._took_over[key] = self.takeovers.labels(
+                source=source, scope=scope, result=result
+            )
         counter.inc()

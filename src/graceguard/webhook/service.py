@@ -58,7 +58,7 @@ from graceguard.engine import actions as act
 from graceguard.engine import admission, projection, surge
 from graceguard.manifests import disruptions
 from graceguard.webhook import metrics as webhook_metrics
-from graceguard.webhook import ports
+from graceguard.webhook import ports, recent
 from graceguard.webhook import review as reviews
 
 log = logging.getLogger(__name__)
@@ -130,17 +130,17 @@ class AdmissionService:
         self._denials = denials
         self._opener = opener
         self._sightings = sightings
-        self._asked: dict[str, dt.datetime] = {}
-        """Taken-over Disruption -> when this replica last told that its evictor asked."""
+        self._asked: recent.Recent[str] = recent.Recent(ASKED_EVERY)
+        """Taken-over Disruptions whose evictor's asking this replica told lately."""
         self._controller = controller
-        self._opened: dict[str, dt.datetime] = {}
-        """Node (or pod key, for a pod disruption) -> when this replica opened a takeover for it."""
+        self._opened: recent.Recent[str] = recent.Recent(JOIN_FOR)
+        """Nodes (or pod keys, for a pod disruption) this replica opened a takeover for lately."""
         self.trusted = trusted
         self.failure_policy = failure_policy
         self._clock = clock
         self._report_every = report_every
-        self._reported: dict[tuple[str, str, str], dt.datetime] = {}
-        """(pod, source, rule) -> when last reported."""
+        self._reported: recent.Recent[tuple[str, str, str]] = recent.Recent(report_every)
+        """(pod, source, rule) reported lately."""
         self._pending: dict[str, dict[str, dt.datetime]] = {}
         """Workload key -> pod uid -> admitted at: evictions admitted, maybe not in the cache."""
         self._queue: collections.deque[Callable[[], Awaitable[None]]] = collections.deque()
@@ -323,12 +323,8 @@ class AdmissionService:
             return  # a pod bound to no node has nothing to drain; the refusal stands
         key = pod.node if scope is disruption.Scope.NODE else pod.key
         if self._open_already(key, pod, now):
-            self.metrics.takeovers.labels(
-                source=verdict.source, scope=str(scope), result="joined"
-            ).inc()
+            self.metrics.took_over(verdict.source, str(scope), "joined")
             return
-        if len(self._opened) > 10_000:
-            self._opened = {k: at for k, at in self._opened.items() if now - at < JOIN_FOR}
         pod_key = pod.key if scope is disruption.Scope.POD else None
         request = disruption.DisruptionRequest(
             id=disruptions.request_name(source=verdict.source, node=pod.node, pod=pod_key, at=now),
@@ -342,7 +338,7 @@ class AdmissionService:
             requested_by=rev.username[:REQUESTED_BY_MAX],
             taken_over=True,
         )
-        self._opened[key] = now
+        self._opened.note(key, now)
         self._later(functools.partial(self._open, request, key, verdict.source))
 
     def _note_asked(self, pod: cluster.Pod, source: str, now: dt.datetime) -> None:
@@ -352,12 +348,9 @@ class AdmissionService:
         for r in self._state.open_disruptions(pod.node):
             if not r.taken_over or r.source != source or not r.covers(pod):
                 continue
-            last = self._asked.get(r.id)
-            if last is not None and now - last < ASKED_EVERY:
+            if self._asked.within(r.id, now):
                 continue
-            if len(self._asked) > 10_000:
-                self._asked = {k: at for k, at in self._asked.items() if now - at < ASKED_EVERY}
-            self._asked[r.id] = now
+            self._asked.note(r.id, now)
             self._later(functools.partial(self._tell_asked, r.id, source, pod.key))
 
     async def _tell_asked(self, request_id: str, source: str, pod: str) -> None:
@@ -367,14 +360,13 @@ class AdmissionService:
             await self._sightings.evictor_asked(request_id=request_id, source=source, pod=pod)
         except Exception as err:
             log.warning("cannot tell that %s asked again (%s): %s", source, request_id, err)
-            self._asked.pop(request_id, None)
+            self._asked.forget(request_id)
 
     def _open_already(self, key: str, pod: cluster.Pod, now: dt.datetime) -> bool:
         """A takeover this replica opened for ``key`` lately, or one open on the pod's node that
         removes the pod (``covers``: a node disruption leaves DaemonSet pods, so it is no
         takeover of a DaemonSet pod's eviction)."""
-        opened = self._opened.get(key)
-        if opened is not None and now - opened < JOIN_FOR:
+        if self._opened.within(key, now):
             return True
         assert pod.node is not None
         return any(r.covers(pod) for r in self._state.open_disruptions(pod.node))
@@ -382,15 +374,14 @@ class AdmissionService:
     async def _open(self, request: disruption.DisruptionRequest, key: str, source: str) -> None:
         if self._opener is None:
             return
-        labels = {"source": source, "scope": str(request.scope)}
         try:
             created = await self._opener.open_disruption(request)
         except Exception as err:
-            self.metrics.takeovers.labels(**labels, result="failed").inc()
+            self.metrics.took_over(source, str(request.scope), "failed")
             log.warning("cannot open the takeover disruption %s: %s", request.id, err)
-            self._opened.pop(key, None)
+            self._opened.forget(key)
             return
-        self.metrics.takeovers.labels(**labels, result="opened" if created else "joined").inc()
+        self.metrics.took_over(source, str(request.scope), "opened" if created else "joined")
         if created:
             log.info("took over %s on %s: disruption %s", source, request.node, request.id)
 
@@ -427,13 +418,9 @@ class AdmissionService:
         now: dt.datetime,
     ) -> None:
         key = (pod.uid or pod.key, verdict.source, str(verdict.rule))
-        last = self._reported.get(key)
-        if last is not None and now - last < self._report_every:
+        if self._reported.within(key, now):
             return
-        if len(self._reported) > 10_000:
-            since = now - self._report_every
-            self._reported = {k: at for k, at in self._reported.items() if at > since}
-        self._reported[key] = now
+        self._reported.note(key, now)
         # The ledger's key uses aligned periods, so that replicas agree on it.
         period = ledger.reporting_period(now, self._report_every)
         if len(self._queue) >= MAX_QUEUED:
