@@ -319,3 +319,26 @@ def test_rounds_count_the_nodes_they_planned_and_those_whose_plan_they_reused() 
     planned = registry.get_sample_value("graceguard_reconcile_nodes_total", {"how": "planned"})
     reused = registry.get_sample_value("graceguard_reconcile_nodes_total", {"how": "reused"})
     assert (planned, reused) == (3, 1)
+
+
+def test_a_round_due_now_waits_for_no_debounce_one_woken_by_a_change_does(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 22 item 3: once the engine's wake-up has come (a pod due now: an OS shutdown's
+    evictions after their notices), the loop plans at once; the debounce that lets a burst of
+    watch events land together is for a wake-up by a change only."""
+    fake, requests = _world()
+    controller = _controller(fake, requests)
+    monkeypatch.setattr(loop, "DEBOUNCE_SECONDS", 0.5)
+
+    async def waits(wake: dt.datetime | None, *, change: bool) -> float:
+        if change:
+            controller._view.changed.set()
+        started = asyncio.get_running_loop().time()
+        await controller._wait(wake)
+        return asyncio.get_running_loop().time() - started
+
+    due = asyncio.run(waits(fake.now, change=True))
+    changed = asyncio.run(waits(fake.now + dt.timedelta(minutes=1), change=True))
+    assert due < 0.25
+    assert changed >= 0.5
