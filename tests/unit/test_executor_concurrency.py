@@ -107,3 +107,63 @@ def test_the_default_is_the_controller_s_default() -> None:
 def test_no_writes_at_all_is_refused(concurrency: int) -> None:
     with pytest.raises(ValueError, match="concurrency: at least 1"):
         executor.Executor(cluster=InFlight(), concurrency=concurrency)
+
+
+class SlowNode(InFlight):
+    """One node's cordon waits until the test lets it go."""
+
+    def __init__(self, slow: str) -> None:
+        super().__init__()
+        self.slow = slow
+        self.let_go = asyncio.Event()
+        self.written: list[str] = []
+
+    async def cordon(self, *, node: str, request_id: str) -> None:
+        if node == self.slow:
+            await self.let_go.wait()
+        self.written.append(f"cordon {node}")
+        await super().cordon(node=node, request_id=request_id)
+
+    async def post_event(
+        self, *, pod: act.PodRef, reason: str, message: str, warning: bool = False
+    ) -> None:
+        self.written.append(f"{reason} {pod.name}")
+        await super().post_event(pod=pod, reason=reason, message=message, warning=warning)
+
+
+def test_a_node_s_pods_go_once_its_own_node_wide_writes_are_done_not_every_node_s() -> None:
+    """Issue 22 item 3: the pods of a node a message just disrupted are written as soon as that
+    node's cordon and hold are, not after a slower node's; a pod of no Disruption with node-wide
+    actions in the round still waits for every node's (as before)."""
+    fake = SlowNode("slow")
+    actions = [
+        *(a for n in ("slow", "fast") for a in _node_actions_for(n)),
+        act.ReportDeadlineExceeded(pod=_pod(1), message="m", request_id="r-slow"),
+        act.ReportDeadlineExceeded(pod=_pod(2), message="m", request_id="r-fast"),
+        *_warnings(1),
+    ]
+
+    async def scenario() -> None:
+        running = asyncio.create_task(
+            executor.Executor(cluster=fake, concurrency=8).run(actions, now=NOW)
+        )
+        for _ in range(200):
+            await asyncio.sleep(0.001)
+            if "DeadlineExceeded p2" in fake.written:
+                break
+        assert fake.written == ["cordon fast", "DeadlineExceeded p2"]
+        fake.let_go.set()
+        outcomes = await running
+        assert all(o.ok for o in outcomes) and len(outcomes) == len(actions)
+
+    asyncio.run(scenario())
+    assert fake.written[2] == "cordon slow"
+    assert sorted(fake.written[3:]) == ["DeadlineExceeded p1", "InvalidAnnotation p0"]
+    assert fake.order["slow"] == fake.order["fast"] == ["hold", "cordon"]
+
+
+def _node_actions_for(node: str) -> list[act.Action]:
+    return [
+        act.HoldNode(node=node, request_id=f"r-{node}"),
+        act.Cordon(node=node, request_id=f"r-{node}"),
+    ]

@@ -102,6 +102,52 @@ def pod_steps(actions: Sequence[act.Action]) -> list[tuple[act.Action, ...]]:
     return steps
 
 
+def _grouped(
+    ordered: Sequence[act.Action],
+) -> tuple[dict[str, list[int]], dict[str, list[int]], dict[str, list[int]]]:
+    """The actions' indexes by pod (``PodRef.key``), by node (its name, else the Disruption's)
+    for node-wide actions, and by node for heartbeats."""
+    per_pod: dict[str, list[int]] = {}
+    per_node: dict[str, list[int]] = {}
+    heartbeats: dict[str, list[int]] = {}
+    for i, action in enumerate(ordered):
+        pod = getattr(action, "pod", None)
+        if isinstance(pod, act.PodRef):
+            per_pod.setdefault(pod.key, []).append(i)
+        else:
+            node = getattr(action, "node", "") or getattr(action, "request_id", "")
+            to = heartbeats if isinstance(action, act.ExtendHold) else per_node
+            to.setdefault(node, []).append(i)
+    return per_pod, per_node, heartbeats
+
+
+def _pods_by_group(
+    ordered: Sequence[act.Action],
+    per_node: Mapping[str, Sequence[int]],
+    per_pod: Mapping[str, Sequence[int]],
+) -> tuple[dict[str, list[str]], list[str]]:
+    """Which pods go right after one node's group of node-wide actions (by the group's key) and
+    which after every group: a pod goes after one group when each of its actions names a
+    Disruption whose node-wide actions are all in that group."""
+    groups: dict[str, set[str]] = {}
+    for key, indexes in per_node.items():
+        for i in indexes:
+            request_id = getattr(ordered[i], "request_id", None)
+            if request_id:
+                groups.setdefault(request_id, set()).add(key)
+    after_node: dict[str, list[str]] = {}
+    after_all: list[str] = []
+    for pod, indexes in per_pod.items():
+        found: set[str] = set()
+        for i in indexes:
+            found |= groups.get(getattr(ordered[i], "request_id", None) or "", {""})
+        if len(found) == 1 and "" not in found:
+            after_node.setdefault(found.pop(), []).append(pod)
+        else:
+            after_all.append(pod)
+    return after_node, after_all
+
+
 class Executor:
     def __init__(
         self,
@@ -150,11 +196,17 @@ class Executor:
         now: dt.datetime,
         versions: Mapping[str, str] | None = None,
     ) -> list[Outcome]:
-        """Carry out ``actions``: node-wide ones first (heartbeats after the status writes),
-        then each pod's in order; up to ``concurrency`` nodes, then pods, at a time (a 100-pod
-        drain is then not 600 calls in a row, and a hundred nodes' cordons not a hundred in a
-        row). Each node's actions (its cordon, hold, its Disruptions' status) stay in the order
-        planned.
+        """Carry out ``actions``: each node's node-wide ones first (its heartbeats after its
+        status writes), then each pod's of that node in order; up to ``concurrency`` nodes and
+        pods at a time (a 100-pod drain is then not 600 calls in a row, and a hundred nodes'
+        cordons not a hundred in a row). Each node's actions (its cordon, hold, its Disruptions'
+        status) stay in the order planned.
+
+        A pod whose actions all belong to Disruptions with node-wide actions in one node's
+        group (the node a message or a shutdown just disrupted) goes as soon as that group is
+        done, not after every other node's: the first writes for a node wait on no unrelated
+        node. Any other pod (no Disruption, or one with no node-wide action this round) goes
+        after every node's group and every heartbeat, as before.
 
         ``versions``: the versions of the objects the actions were planned from, keyed as
         ``rounds.written_key`` (``disruption:NAME``); a Disruption's status is written only over
@@ -162,33 +214,16 @@ class Executor:
         ordered = list(actions)
         read = versions or {}
         outcomes: list[Outcome | None] = [None] * len(ordered)
-        per_pod: dict[str, list[int]] = {}
-        per_node: dict[str, list[int]] = {}
-        heartbeats: dict[str, list[int]] = {}
-        for i, action in enumerate(ordered):
-            pod = getattr(action, "pod", None)
-            if isinstance(pod, act.PodRef):
-                per_pod.setdefault(pod.key, []).append(i)
-            else:
-                node = getattr(action, "node", "") or getattr(action, "request_id", "")
-                to = heartbeats if isinstance(action, act.ExtendHold) else per_node
-                to.setdefault(node, []).append(i)
+        per_pod, per_node, heartbeats = _grouped(ordered)
+        after_node, after_all = _pods_by_group(ordered, per_node, per_pod)
         gate = asyncio.Semaphore(self._concurrency)
+        stale: set[str | None] = set()
+        nodes_done = {key: asyncio.Event() for key in per_node}
 
         async def in_order(indexes: list[int]) -> None:
             async with gate:
                 for i in indexes:
                     outcomes[i] = await self._attempt(ordered[i], now, read)
-
-        await asyncio.gather(*(in_order(indexes) for indexes in per_node.values()))
-        stale = {
-            o.action.request_id
-            for o in outcomes
-            if o is not None and o.detail == SKIPPED and hasattr(o.action, "request_id")
-        }
-        # A heartbeat writes status.hold.lastHeartbeat, a new version of its Disruption: after
-        # the round's status writes, which are conditioned on the version read.
-        await asyncio.gather(*(in_order(indexes) for indexes in heartbeats.values()))
 
         async def one_pod(indexes: list[int]) -> None:
             async with gate:
@@ -197,8 +232,33 @@ class Executor:
                 for i, outcome in zip(indexes, done, strict=True):
                     outcomes[i] = outcome
 
+        async def node(key: str) -> None:
+            indexes = per_node[key]
+            await in_order(indexes)
+            stale.update(
+                o.action.request_id
+                for i in indexes
+                if (o := outcomes[i]) is not None
+                and o.detail == SKIPPED
+                and hasattr(o.action, "request_id")
+            )
+            # A heartbeat writes status.hold.lastHeartbeat, a new version of its Disruption:
+            # after the node's status writes, which are conditioned on the version read.
+            if key in heartbeats:
+                await in_order(heartbeats[key])
+            nodes_done[key].set()
+            await asyncio.gather(*(one_pod(per_pod[p]) for p in after_node.get(key, ())))
+
+        async def the_rest() -> None:
+            for done in nodes_done.values():
+                await done.wait()
+            await asyncio.gather(
+                *(in_order(indexes) for key, indexes in heartbeats.items() if key not in per_node)
+            )
+            await asyncio.gather(*(one_pod(per_pod[p]) for p in after_all))
+
         self._forget_untold(now)
-        await asyncio.gather(*(one_pod(indexes) for indexes in per_pod.values()))
+        await asyncio.gather(*(node(key) for key in per_node), the_rest())
         return [o for o in outcomes if o is not None]
 
     async def _pod(
