@@ -656,3 +656,35 @@ async def test_a_slow_message_does_not_hold_up_the_next_receive(
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
+
+
+async def test_several_receives_are_in_flight_at_once() -> None:
+    """Issue 22 item 3: a burst of messages is not read ten at a time behind one receive: the
+    worker keeps ``RECEIVERS`` receives in flight, each asking for a full batch."""
+    svc, _, found, _ = _service()
+    asked: list[int] = []
+    waiting = asyncio.Event()
+
+    class Waiting(FakeQueue):
+        async def receive(
+            self, *, max_messages: int, wait_seconds: int, visibility_seconds: int
+        ) -> Sequence[ports.QueueMessage]:
+            asked.append(max_messages)
+            await waiting.wait()  # a long poll on an empty queue
+            return []
+
+    worker = aws_queue.QueueWorker(
+        queue=Waiting([]), interruptions=svc, disruptions=found, leadership=Leader()
+    )
+    task = asyncio.create_task(worker.run())
+    try:
+        for _ in range(100):
+            await asyncio.sleep(0.001)
+            if len(asked) >= aws_queue.RECEIVERS:
+                break
+        await asyncio.sleep(0.01)
+        assert asked == [aws_queue.MAX_MESSAGES] * aws_queue.RECEIVERS
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task

@@ -1,9 +1,11 @@
 """The AWS interruption queue's consumer loop (issue 9): receive, read, act, and settle each
 message, through ports only; only while this replica leads.
 
-- Long polling, up to 10 messages a receive; each message read by ``manifests.aws_events`` and
-  acted on by ``controller.interruptions``, several at once, the next receive going out as soon
-  as a place is free (not once the batch is done); one log line per message.
+- Long polling, up to 10 messages a receive, ``RECEIVERS`` receives in flight at once; each
+  message read by ``manifests.aws_events`` and acted on by ``controller.interruptions``, up to
+  ``CONCURRENCY`` at once, each receiver's next receive going out as soon as a place is free (not
+  once the batch is done); one log line per message. A burst of a hundred messages is then not
+  read ten by ten behind one receive at a time.
 - A held instance's message stays in flight while its Disruption lasts (its visibility is
   extended every ``extend_seconds``) and is deleted as soon as the Disruption is over, which
   the executor marks after ``CONTINUE`` was sent: ``settle_run`` wakes on each change of the
@@ -43,7 +45,12 @@ EXTEND_SECONDS = 60.0
 """How often a held message's visibility is extended (well within ``VISIBILITY_SECONDS``)."""
 RETRY_BASE_SECONDS = 15
 MAX_RETRY_SECONDS = 900
-CONCURRENCY = 16
+CONCURRENCY = 64
+"""Messages handled at once (their calls are waits on AWS and the API server)."""
+RECEIVERS = 4
+"""Receives in flight at once. Each one that waits idle holds one of ``clients.THREADS`` for up to
+``WAIT_SECONDS``; ``RECEIVERS * MAX_MESSAGES`` stays under ``CONCURRENCY``, so a receiver that
+waits for a place always has a message being handled to wait for."""
 OVER = frozenset(
     {disruption.Phase.DONE, disruption.Phase.CANCELLED, disruption.Phase.DEADLINE_EXCEEDED}
 )
@@ -83,15 +90,17 @@ class QueueWorker:
         self._changed = disruptions_changed or asyncio.Event()
         self._wait = wait_seconds
         self._monotonic = monotonic
+        self._asked = 0
+        """Messages the receives in flight may bring (places kept for them)."""
         self.tracked: dict[str, Tracked] = {}
         """Message id -> the hold it waits for."""
         self.handled = 0
 
     async def run(self) -> None:
-        """Receive while leading; each message handled in the background as soon as it
-        arrives, up to ``CONCURRENCY`` at once: the next receive waits for a free place, never
-        for the slowest message of the last batch (a hundred notices sent at once are not ten
-        batches in a row)."""
+        """Receive while leading (``RECEIVERS`` receives at once); each message handled in the
+        background as soon as it arrives, up to ``CONCURRENCY`` at once: a receiver's next
+        receive waits for a free place, never for the slowest message of the last batch (a
+        hundred notices sent at once are not ten batches in a row)."""
         handling: set[asyncio.Task[service.Verdict]] = set()
         try:
             while True:
@@ -106,28 +115,39 @@ class QueueWorker:
                     self._leadership.changed.clear()
                     await self._leadership.changed.wait()
                     continue
-                try:
-                    await self._receive_into(handling)
-                    await asyncio.sleep(0)  # a receive that answered at once must not starve
-                except asyncio.CancelledError:
-                    raise
-                except Exception as err:  # the queue or the network: try again shortly
-                    log.warning("interruption queue: %s; retrying in 5s", err)
-                    await asyncio.sleep(5)
+                await asyncio.gather(*(self._receiver(handling) for _ in range(RECEIVERS)))
         finally:
             for task in handling:
                 task.cancel()
 
+    async def _receiver(self, handling: set[asyncio.Task[service.Verdict]]) -> None:
+        """One of ``RECEIVERS``: receives while this replica leads."""
+        while self._leadership.is_leader:
+            try:
+                await self._receive_into(handling)
+                await asyncio.sleep(0)  # a receive that answered at once must not starve
+            except asyncio.CancelledError:
+                raise
+            except Exception as err:  # the queue or the network: try again shortly
+                log.warning("interruption queue: %s; retrying in 5s", err)
+                await asyncio.sleep(5)
+
     async def _receive_into(self, handling: set[asyncio.Task[service.Verdict]]) -> None:
-        """Once a place is free, one receive of at most as many messages as places are free,
-        each handled (``handle``) in a task of ``handling`` that leaves it when done."""
-        while len(handling) >= CONCURRENCY:
+        """Once a place is free, one receive of at most as many messages as places are free
+        (less those the other receives in flight may bring), each handled (``handle``) in a task
+        of ``handling`` that leaves it when done."""
+        while len(handling) + self._asked >= CONCURRENCY:
             await asyncio.wait(handling, return_when=asyncio.FIRST_COMPLETED)
-        messages = await self._queue.receive(
-            max_messages=min(MAX_MESSAGES, CONCURRENCY - len(handling)),
-            wait_seconds=self._wait,
-            visibility_seconds=self._visibility,
-        )
+        asked = min(MAX_MESSAGES, CONCURRENCY - len(handling) - self._asked)
+        self._asked += asked
+        try:
+            messages = await self._queue.receive(
+                max_messages=asked,
+                wait_seconds=self._wait,
+                visibility_seconds=self._visibility,
+            )
+        finally:
+            self._asked -= asked
         for message in messages:
             task = asyncio.create_task(self.handle(message))
             handling.add(task)

@@ -21,7 +21,9 @@ import botocore.config
 import botocore.exceptions
 
 MAX_ATTEMPTS = 8
-THREADS = 8
+THREADS = 32
+"""Calls in flight at once: the queue's long polls (``controller.aws_queue.RECEIVERS``, each
+waiting up to 20 s) and, beside them, a burst of messages' lookups, heartbeats and completions."""
 CONNECT_TIMEOUT = 5
 READ_TIMEOUT = 30
 """Above SQS's 20 s long poll."""
