@@ -133,7 +133,7 @@ class World:
         self.nodes[name] = dataclasses.replace(self.nodes[name], **changes)  # type: ignore[arg-type]
         self.dirty = True
 
-    async def cordon(self, *, node: str, request_id: str) -> None:
+    async def cordon(self, *, node: str, request_id: str, read_version: str | None = None) -> None:
         self._node(node, unschedulable=True, cordoned_for=request_id)
 
     async def uncordon(self, *, node: str) -> None:

@@ -28,7 +28,7 @@ from lightkube import Client, KubeConfig
 from lightkube.resources.core_v1 import Node, Pod
 
 import controlplane
-from graceguard.adapters.kube import writer
+from graceguard.adapters.kube import cordons, writer
 from graceguard.controller import executor
 from graceguard.domain import annotations as ann
 from graceguard.domain import cluster, node_hold, notices, protection
@@ -319,13 +319,18 @@ def test_the_kubernetes_and_simulator_adapters_leave_the_same_cluster(
 
 
 class _CountingClient(lightkube.AsyncClient):
-    """The real client, counting its patches (each one request to the API server)."""
+    """The real client, counting its patches and reads (each one request to the API server)."""
 
     patches = 0
+    reads = 0
 
     async def patch(self, *args: Any, **kwargs: Any) -> Any:
         type(self).patches += 1
         return await super().patch(*args, **kwargs)
+
+    async def get(self, *args: Any, **kwargs: Any) -> Any:
+        type(self).reads += 1
+        return await super().get(*args, **kwargs)
 
 
 def test_a_notice_is_one_patch_of_the_pod_on_the_api_server(
@@ -386,3 +391,49 @@ def test_a_notice_is_one_patch_of_the_pod_on_the_api_server(
         patch_type=lightkube.types.PatchType.STRATEGIC,
     )
     assert condition(kube.get(Pod, "p0", namespace=namespace), "PodEviction") is None
+
+
+def test_a_cordon_over_the_version_the_round_read_is_one_patch_and_still_spares_a_cordon_since(
+    control_plane: controlplane.ControlPlane, kube: Client, kwok_nodes: NodeFactory
+) -> None:
+    """Issue 22 item 3: the executor cordons over the node's resourceVersion the round planned
+    from (the node schedulable then), one patch and no read. A node cordoned by someone since is
+    read again and left as they cordoned it (no mark); one changed otherwise is cordoned after
+    the read, as before."""
+
+    async def cordon(node: str, version: str) -> tuple[bool, int, int]:
+        client = _CountingClient(
+            KubeConfig.from_file(control_plane.kubeconfig), field_manager="gg-contract"
+        )
+        _CountingClient.patches = _CountingClient.reads = 0
+        try:
+            done = await cordons.cordon(client, node=node, request_id="r", read_version=version)
+        finally:
+            await client.close()
+        return done, _CountingClient.reads, _CountingClient.patches
+
+    def version(node: str) -> str:
+        found = kube.get(Node, node)
+        assert found.metadata is not None and found.metadata.resourceVersion is not None
+        return found.metadata.resourceVersion
+
+    def mark(node: str) -> tuple[bool, str | None]:
+        found = kube.get(Node, node)
+        assert found.metadata is not None and found.spec is not None
+        return bool(found.spec.unschedulable), (found.metadata.annotations or {}).get(
+            ann.CORDONED_FOR
+        )
+
+    fresh, theirs, relabelled = (gg.node_name(kwok_nodes(n)) for n in ("a", "b", "c"))
+    assert asyncio.run(cordon(fresh, version(fresh))) == (True, 0, 1)
+    assert mark(fresh) == (True, "r")
+
+    read = version(theirs)
+    kube.patch(Node, theirs, {"spec": {"unschedulable": True}})
+    assert asyncio.run(cordon(theirs, read)) == (False, 1, 1)
+    assert mark(theirs) == (True, None)
+
+    read = version(relabelled)
+    kube.patch(Node, relabelled, {"metadata": {"labels": {"changed": "yes"}}})
+    assert asyncio.run(cordon(relabelled, read)) == (True, 1, 2)
+    assert mark(relabelled) == (True, "r")

@@ -102,7 +102,7 @@ class SnapshotCluster:
     async def roll_out(self, *, workload: cluster.WorkloadRef, at: dt.datetime) -> None:
         self.rollouts.append((workload.key, at))
 
-    async def cordon(self, *, node: str, request_id: str) -> None:
+    async def cordon(self, *, node: str, request_id: str, read_version: str | None = None) -> None:
         self.cordoned_for[node] = request_id
         self.snapshot = dataclasses.replace(
             self.snapshot,

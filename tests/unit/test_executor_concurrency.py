@@ -32,7 +32,7 @@ class InFlight(FakeCluster):
         await asyncio.sleep(0.001)
         self.now_in_flight -= 1
 
-    async def cordon(self, *, node: str, request_id: str) -> None:
+    async def cordon(self, *, node: str, request_id: str, read_version: str | None = None) -> None:
         await self._write(node, "cordon")
 
     async def hold_node(self, *, node: str, request_id: str | None) -> None:
@@ -118,11 +118,11 @@ class SlowNode(InFlight):
         self.let_go = asyncio.Event()
         self.written: list[str] = []
 
-    async def cordon(self, *, node: str, request_id: str) -> None:
+    async def cordon(self, *, node: str, request_id: str, read_version: str | None = None) -> None:
         if node == self.slow:
             await self.let_go.wait()
         self.written.append(f"cordon {node}")
-        await super().cordon(node=node, request_id=request_id)
+        await super().cordon(node=node, request_id=request_id, read_version=read_version)
 
     async def post_event(
         self, *, pod: act.PodRef, reason: str, message: str, warning: bool = False

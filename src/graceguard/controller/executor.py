@@ -341,7 +341,9 @@ class Executor:
         c = self._cluster
         match action:
             case act.Cordon(node=node, request_id=request_id):
-                await c.cordon(node=node, request_id=request_id)
+                await c.cordon(
+                    node=node, request_id=request_id, read_version=read.get(f"node:{node}") or None
+                )
                 return "cordoned"
             case act.Uncordon(node=node):
                 await c.uncordon(node=node)

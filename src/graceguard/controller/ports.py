@@ -70,9 +70,11 @@ class ClusterWriter(EventPoster, Protocol):
     async def delete(self, *, pod: act.PodRef, grace_seconds: int) -> bool:
         """Delete past the budgets; ``False`` if the pod was already gone."""
 
-    async def cordon(self, *, node: str, request_id: str) -> None:
+    async def cordon(self, *, node: str, request_id: str, read_version: str | None = None) -> None:
         """Mark the node unschedulable, and as cordoned by graceguard for ``request_id``
-        (``domain.node_cordon``), unless it is unschedulable already."""
+        (``domain.node_cordon``), unless it is unschedulable already. ``read_version``: the
+        node's resourceVersion the round planned from (schedulable then): written over that
+        version without reading the node again; a node changed since is read again."""
 
     async def roll_out(self, *, workload: cluster.WorkloadRef, at: dt.datetime) -> None:
         """Roll the Deployment ``workload`` out with its own strategy: ``graceguard.io/restarted-at:

@@ -115,7 +115,7 @@ class SimCluster:
             self.changes += 1
         return True
 
-    async def cordon(self, *, node: str, request_id: str) -> None:
+    async def cordon(self, *, node: str, request_id: str, read_version: str | None = None) -> None:
         found = self.world.nodes.get(node)
         if self.world.fleet.cordon(node, self.world.now, GRACEGUARD) and found is not None:
             found.annotations = {**found.annotations, ann.CORDONED_FOR: request_id}

@@ -1,6 +1,7 @@
 """Cordons graceguard makes and takes back, on the API server: ``cordon`` sets
 ``spec.unschedulable`` with graceguard's mark (``domain.node_cordon``) in one patch, over the
-version it read, and only on a node nobody had cordoned; ``take_back`` (the uninstall cleanup)
+version it read (or the version the caller's cache saw it schedulable at), and only on a node
+nobody had cordoned; ``take_back`` (the uninstall cleanup)
 uncordons a node whose cordon is still graceguard's, again over the version it read, so a person
 cordoning the node meanwhile keeps their cordon. Both retry on a conflict (the node changed under
 them: a kubelet's status, a label) a few times.
@@ -36,28 +37,43 @@ def unschedulable_set_by(metadata: Mapping[str, Any]) -> frozenset[str]:
     return frozenset(owners)
 
 
-async def cordon(client: lightkube.AsyncClient, *, node: str, request_id: str) -> bool:
+async def cordon(
+    client: lightkube.AsyncClient, *, node: str, request_id: str, read_version: str | None = None
+) -> bool:
     """Cordon ``node`` for ``request_id`` with graceguard's mark; ``False`` when it was cordoned
-    already (by anyone: left as it is, not marked)."""
+    already (by anyone: left as it is, not marked). ``read_version``: a resourceVersion at
+    which the node was known schedulable (the caller's cache): the first patch goes over it
+    without a read; a node changed since (409) is read and checked as without it."""
+    if read_version and await _cordon_over(client, node, request_id, read_version):
+        return True
     for _ in range(ATTEMPTS):
         doc = resources.document(await client.get(resources.Node, node))
         if (doc.get("spec") or {}).get("unschedulable"):
             return False
-        patch = {
-            "metadata": {
-                "resourceVersion": doc["metadata"]["resourceVersion"],
-                "annotations": node_cordon.annotation_changes(request_id=request_id),
-            },
-            "spec": {"unschedulable": True},
-        }
-        try:
-            await client.patch(resources.Node, node, patch, patch_type=PatchType.MERGE)
-        except ApiError as err:
-            if err.status.code != 409:
-                raise
-            continue
-        return True
+        if await _cordon_over(client, node, request_id, doc["metadata"]["resourceVersion"]):
+            return True
     raise RuntimeError(f"node {node} kept changing under the cordon ({ATTEMPTS} conflicts)")
+
+
+async def _cordon_over(
+    client: lightkube.AsyncClient, node: str, request_id: str, version: str
+) -> bool:
+    """The cordon and graceguard's mark in one patch over ``version``; ``False`` on a conflict
+    (the node changed since)."""
+    patch = {
+        "metadata": {
+            "resourceVersion": version,
+            "annotations": node_cordon.annotation_changes(request_id=request_id),
+        },
+        "spec": {"unschedulable": True},
+    }
+    try:
+        await client.patch(resources.Node, node, patch, patch_type=PatchType.MERGE)
+    except ApiError as err:
+        if err.status.code != 409:
+            raise
+        return False
+    return True
 
 
 def _decision(doc: Mapping[str, Any]) -> node_cordon.Retraction:

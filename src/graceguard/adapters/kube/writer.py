@@ -168,9 +168,11 @@ class LightkubeWriter:
             raise
         return True
 
-    async def cordon(self, *, node: str, request_id: str) -> None:
+    async def cordon(self, *, node: str, request_id: str, read_version: str | None = None) -> None:
         """Marked as graceguard's, and only when nobody had cordoned it (``cordons.cordon``)."""
-        await cordons.cordon(self._client, node=node, request_id=request_id)
+        await cordons.cordon(
+            self._client, node=node, request_id=request_id, read_version=read_version
+        )
 
     async def roll_out(self, *, workload: cluster.WorkloadRef, at: dt.datetime) -> None:
         """A merge patch of the Deployment's pod template annotations (a rollout, as ``kubectl
