@@ -59,6 +59,7 @@ from typing import Any
 import lightkube
 from aiohttp import web
 
+import kwokbench
 import snapshot_doc
 import synthetic
 from graceguard.adapters import selfsigned, webhook_server
@@ -261,6 +262,8 @@ class Result:
     latencies: list[float]
     errors: int
     denied: int
+    cpu: float = 0.0
+    """CPU seconds the server process used meanwhile (its rebuilds and writes included)."""
 
     def figures(self) -> dict[str, Any]:
         lat = sorted(self.latencies)
@@ -273,6 +276,7 @@ class Result:
             "p50_ms": round(lat[len(lat) // 2] * 1000, 3),
             "p99_ms": round(lat[min(len(lat) - 1, int(len(lat) * 0.99))] * 1000, 3),
             "max_ms": round(lat[-1] * 1000, 3),
+            "cpu_us_per_review": round(self.cpu / len(lat) * 1e6, 1),
         }
 
 
@@ -371,15 +375,17 @@ def _stop(proc: subprocess.Popen[str]) -> dict[str, Any]:
 
 
 async def _round(
-    conns: dict[str, list[Connection]], requests: list[bytes]
+    conns: dict[str, list[Connection]], requests: list[bytes], pids: dict[str, int]
 ) -> dict[str, dict[str, Any]]:
     """Both servers ``DURATION`` seconds each at ``RATE``, in alternating ``BLOCK``-second
     blocks (so a burst of other load on the machine falls on both)."""
     totals = {mode: Result(0, [], 0, 0) for mode in conns}
     for _ in range(int(DURATION / BLOCK)):
         for mode in ("trivial", "webhook"):
+            cpu = kwokbench.cpu_seconds(pids[mode])
             r = await run_load(conns[mode], requests, RATE, BLOCK)
             t = totals[mode]
+            t.cpu += kwokbench.cpu_seconds(pids[mode]) - cpu
             t.offered += r.offered
             t.latencies += r.latencies
             t.errors += r.errors
@@ -387,7 +393,7 @@ async def _round(
     return {m: t.figures() for m, t in totals.items()}
 
 
-async def _main(ca: pathlib.Path, ports: dict[str, int]) -> dict[str, Any]:
+async def _main(ca: pathlib.Path, ports: dict[str, int], pids: dict[str, int]) -> dict[str, Any]:
     rng = random.Random(11)
     pods = _cluster_pods()
     rng.shuffle(pods)
@@ -396,7 +402,7 @@ async def _main(ca: pathlib.Path, ports: dict[str, int]) -> dict[str, Any]:
     # Warm up both (TLS sessions, caches, the allocator).
     for mode in ports:
         await run_load(conns[mode], requests, RATE, 2.0)
-    rounds = [await _round(conns, requests) for _ in range(ROUNDS)]
+    rounds = [await _round(conns, requests, pids) for _ in range(ROUNDS)]
     steps: list[dict[str, Any]] = []
     sustained = 0
     for rate in () if os.environ.get("GG_BENCH_NO_STEPS") else STEP_RATES:
@@ -433,7 +439,7 @@ def main() -> None:
         procs = {mode: _spawn(mode, port, cert, key) for mode, port in ports.items()}
         spy = _py_spy(procs["webhook"].pid)
         try:
-            measured = asyncio.run(_main(ca, ports))
+            measured = asyncio.run(_main(ca, ports, {m: p.pid for m, p in procs.items()}))
         finally:
             if spy is not None:
                 spy.send_signal(signal.SIGINT)
