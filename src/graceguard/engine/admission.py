@@ -369,15 +369,18 @@ def _takeover(
         # this eviction refused for good. The pod's own disruption evicts it.
         scope = disruption.Scope.POD
         request = dataclasses.replace(request, scope=scope, pod=pod.key)
-    d = decision.decide(pod=pod, prot=prot, request=request, pol=pol, now=now)
-    at = announced if announced is not None and announced > now else d.eviction_at
+    if announced is not None and announced > now:
+        at = announced
+    else:
+        at = decision.decide(pod=pod, prot=prot, request=request, pol=pol, now=now).eviction_at
     reason = (
         f"graceguard takes this eviction over (it would cost the pod {', '.join(losses)}): "
         f"graceguard evicts it itself at {times.format_time(at)}, with notice and its own "
         f"grace period of {pod.grace_seconds}s"
     )
-    verdict = _refused(Rule.TAKEOVER, who=pod.key, parts=[reason], source=source, until=at, now=now)
-    return dataclasses.replace(verdict, takeover=scope)
+    return _refused(
+        Rule.TAKEOVER, who=pod.key, parts=[reason], source=source, until=at, now=now, takeover=scope
+    )
 
 
 def _by_rule(prot: protection.Protection) -> str:
@@ -400,12 +403,13 @@ def _refused(
     source: str,
     until: dt.datetime | None,
     now: dt.datetime,
+    takeover: disruption.Scope | None = None,
 ) -> Verdict:
     wait = until - now if until is not None else None
     text = ", ".join(parts)
     if wait is not None:
         text += f"; retry after {format_wait(wait)}"
-    return Verdict(False, rule, text, source, who, until, wait)
+    return Verdict(False, rule, text, source, who, until, wait, takeover)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
