@@ -18,6 +18,7 @@ from lightkube.resources.core_v1 import Node
 import controlplane
 from graceguard.adapters.kube import resources
 
+from . import apiserver_audit
 from . import graceguard_proc as gg
 from .kube import TEST_LABEL, fresh_namespace, kwok_node, node_ready, wait_until
 
@@ -26,9 +27,11 @@ NodeFactory = Callable[..., Node]
 
 @pytest.fixture(scope="session")
 def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[controlplane.ControlPlane]:
-    """etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok on 127.0.0.1."""
+    """etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok on 127.0.0.1; the
+    API server keeps an audit log of deletions and of Karpenter's objects (``apiserver_audit``)."""
     controlplane.build()
-    cp = controlplane.start(tmp_path_factory.mktemp("controlplane"))
+    workdir = tmp_path_factory.mktemp("controlplane")
+    cp = controlplane.start(workdir, apiserver_args=apiserver_audit.apiserver_args(workdir))
     try:
         yield cp
     finally:

@@ -14,18 +14,20 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import pathlib
 import time
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from lightkube import Client
+from lightkube import ApiError, Client
 from lightkube.generic_resource import create_global_resource
 from lightkube.models.core_v1 import Toleration
 from lightkube.resources.core_v1 import Node
 
 import controlplane
 
+from . import apiserver_audit
 from . import graceguard_proc as gg
 from .kube import TEST_LABEL
 
@@ -93,8 +95,6 @@ def nodepool(
 
 
 def _apply(cp: controlplane.ControlPlane, doc: dict[str, Any], path: pathlib.Path) -> None:
-    import json  # noqa: PLC0415 - only here
-
     path.write_text(json.dumps(doc))
     done = cp.kubectl("apply", "-f", str(path))
     assert done.returncode == 0, done.stderr
@@ -164,9 +164,79 @@ def _claims(kube: Client, pool: str) -> list[str]:
 
 
 def claim_of(kube: Client, node: str) -> dict[str, Any] | None:
-    """The NodeClaim whose ``status.nodeName`` is ``node``."""
-    for claim in kube.list(NodeClaim):
-        doc: dict[str, Any] = dict(claim)
-        if (doc.get("status") or {}).get("nodeName") == node:
-            return doc
+    """The NodeClaim that owns ``node`` (the node's ``ownerReferences``), or None.
+
+    Not the NodeClaim whose ``status.nodeName`` is ``node``: Karpenter (v1.15.0,
+    ``pkg/controllers/nodeclaim/lifecycle``) registers a node by one patch of the Node that adds
+    the owner reference and removes its ``karpenter.sh/unregistered`` taint, so pods may run
+    there from then on, and writes the NodeClaim's ``status.nodeName`` only in the status patch
+    at the end of that reconcile. A test that looked the claim up by ``status.nodeName`` as soon
+    as its pod ran found none now and then (a cold two-worker run of ``make e2e``)."""
+    try:
+        found = kube.get(Node, node)
+    except ApiError as err:
+        if err.status.code == 404:
+            return None
+        raise
+    owners = (found.metadata.ownerReferences or []) if found.metadata else []
+    for owner in owners:
+        if owner.kind == "NodeClaim" and owner.apiVersion.startswith("karpenter.sh/"):
+            try:
+                return dict(kube.get(NodeClaim, owner.name))
+            except ApiError as err:
+                if err.status.code != 404:
+                    raise
     return None
+
+
+def story(cp: controlplane.ControlPlane, pool: str) -> str:
+    """What the cluster says of the NodePool ``pool`` now, for a failure message: the NodePool
+    (or that it is gone), its NodeClaims and their nodes (uid, creation, deletion, finalizers,
+    owners, termination timestamp), the Events of each, and the API server's audit log of
+    every write to an object whose name contains ``pool`` (who created and who deleted what,
+    with which options)."""
+    lines = [f"NodePool {pool}: {_state(cp, 'nodepool', pool)}"]
+    claims = cp.kubectl("get", "nodeclaims", "-l", f"karpenter.sh/nodepool={pool}", "-o", "json")
+    for claim in json.loads(claims.stdout or "{}").get("items", []):
+        name = claim["metadata"]["name"]
+        lines.append(f"NodeClaim {name}: {_describe(claim)}")
+    nodes = cp.kubectl("get", "nodes", "-l", f"{POOL_TAINT}={pool}", "-o", "json")
+    for node in json.loads(nodes.stdout or "{}").get("items", []):
+        lines.append(f"Node {node['metadata']['name']}: {_describe(node)}")
+    events = cp.kubectl("get", "events", "-A", "-o", "json")
+    for event in json.loads(events.stdout or "{}").get("items", []):
+        involved = event.get("involvedObject") or {}
+        if pool in str(involved.get("name", "")):
+            lines.append(
+                f"Event {involved.get('kind')}/{involved.get('name')}: {event.get('reason')}"
+                f" {event.get('message')!r} ({event.get('source', {}).get('component')},"
+                f" last {event.get('lastTimestamp') or event.get('eventTime')})"
+            )
+    audit = apiserver_audit.entries(cp.logs, pool)
+    lines.append(f"the API server's audit log of {pool}'s objects ({len(audit)}):")
+    lines.extend("  " + apiserver_audit.summary(e) for e in audit)
+    return "\n".join(lines)
+
+
+def _state(cp: controlplane.ControlPlane, kind: str, name: str) -> str:
+    found = cp.kubectl("get", kind, name, "-o", "json")
+    if found.returncode != 0:
+        return f"not there ({found.stderr.strip()})"
+    return _describe(json.loads(found.stdout))
+
+
+def _describe(doc: dict[str, Any]) -> str:
+    meta = doc.get("metadata") or {}
+    owners = [
+        f"{o.get('kind')}/{o.get('name')}/{o.get('uid')}" for o in meta.get("ownerReferences") or []
+    ]
+    facts = {
+        "uid": meta.get("uid"),
+        "created": meta.get("creationTimestamp"),
+        "deletionTimestamp": meta.get("deletionTimestamp"),
+        "finalizers": meta.get("finalizers"),
+        "owners": owners or None,
+        "termination": (meta.get("annotations") or {}).get(TERMINATION),
+        "nodeName": (doc.get("status") or {}).get("nodeName"),
+    }
+    return ", ".join(f"{k}={v}" for k, v in facts.items() if v)

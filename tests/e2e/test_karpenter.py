@@ -43,7 +43,9 @@ def job_pod(
 
 
 def running_on_pool_node(kube: Client, namespace: str, name: str, *, timeout: float = 90) -> str:
-    """Wait until Karpenter has made a node for the pod and it runs there; the node's name."""
+    """Wait until Karpenter has made a node for the pod and it runs there; the node's name, within
+    a few milliseconds of kwok starting the pod (its NodeClaim may not name the node yet:
+    ``karpenter.claim_of``)."""
 
     def probe() -> str | None:
         p = get_or_none(kube, Pod, name, namespace)
@@ -51,7 +53,9 @@ def running_on_pool_node(kube: Client, namespace: str, name: str, *, timeout: fl
             return None
         return p.spec.nodeName
 
-    return wait_until(probe, timeout=timeout, what=f"Karpenter to run {name} on a node")
+    return wait_until(
+        probe, timeout=timeout, what=f"Karpenter to run {name} on a node", interval=0.01
+    )
 
 
 def termination_time(kube: Client, node: str, *, timeout: float = 90) -> datetime.datetime:
@@ -155,11 +159,14 @@ LONG_GRACE = 30  # more than the terminationGracePeriod: cannot fit after the No
 HUGE_GRACE = 90  # more than the node's whole life: cannot fit at all
 
 
-def expiry_of(kube: Client, node: str) -> datetime.datetime:
+def expiry_of(
+    cp: controlplane.ControlPlane, kube: Client, pool: karpenter.Pool, node: str
+) -> datetime.datetime:
     """When Karpenter expires the node's NodeClaim: its creation + ``spec.expireAfter``
-    (``pkg/controllers/nodeclaim/expiration/controller.go``)."""
+    (``pkg/controllers/nodeclaim/expiration/controller.go``). Without one, the failure says
+    what became of the NodePool and its NodeClaims (``karpenter.story``)."""
     claim = karpenter.claim_of(kube, node)
-    assert claim is not None, node
+    assert claim is not None, f"no NodeClaim for {node}\n{karpenter.story(cp, pool.name)}"
     assert claim["spec"]["expireAfter"] == f"{EXPIRY_EXPIRE_AFTER}s", claim["spec"]
     created = datetime.datetime.fromisoformat(claim["metadata"]["creationTimestamp"])
     return created + datetime.timedelta(seconds=EXPIRY_EXPIRE_AFTER)
@@ -259,11 +266,15 @@ def test_with_graceguard_every_pod_leaves_with_its_grace_before_karpenters_expir
             assert pod.spec is not None
             pod.spec.containers[0].resources.requests = {"cpu": "500m", "memory": "64Mi"}  # type: ignore[union-attr]
             kube.create(pod, namespace=namespace)
-        nodes = {name: running_on_pool_node(kube, namespace, name) for name in ("job", "long")}
+        nodes: dict[str, str] = {}
+        expiry: dict[str, datetime.datetime] = {}
+        for name in ("job", "long"):  # its NodeClaim read the instant the pod runs
+            nodes[name] = running_on_pool_node(kube, namespace, name)
+            expiry[name] = expiry_of(control_plane, kube, pool, nodes[name])
         nodes["huge"] = _bound(kube, namespace, "huge")
+        expiry["huge"] = expiry_of(control_plane, kube, pool, nodes["huge"])
         for name in ("job", "long"):  # graceguard projects the protection for Karpenter to see
             _projected(kube, namespace, name)
-        expiry = {name: expiry_of(kube, node) for name, node in nodes.items()}
 
         # The Disruption graceguard opened for the job's node, imminent, ahead of the expiry.
         def opened() -> dict[str, object] | None:
@@ -301,3 +312,8 @@ def test_with_graceguard_every_pod_leaves_with_its_grace_before_karpenters_expir
             assert not any(f'"name":"{name}"' in line for line in deletes), deletes
         print(gg.history(control_plane.kubeconfig, ledger, "--pod", "huge"))
         print(f"huge: {told}")
+        # What a failure here would have said of the pool: its claim made by Karpenter, owned by
+        # the NodePool, as the API server's audit log has it.
+        story = karpenter.story(control_plane, pool.name)
+        made = f"create nodeclaims {pool.name}-"  # its generateName
+        assert made in story and f"owners=NodePool/{pool.name}/" in story, story
