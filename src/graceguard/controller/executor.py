@@ -129,22 +129,22 @@ def _pods_by_group(
     """Which pods go right after one node's group of node-wide actions (by the group's key) and
     which after every group: a pod goes after one group when each of its actions names a
     Disruption whose node-wide actions are all in that group."""
-    groups: dict[str, set[str]] = {}
+    group_of: dict[str, str | None] = {}
+    """Disruption -> the one group its node-wide actions are in (``None``: in several)."""
     for key, indexes in per_node.items():
         for i in indexes:
             request_id = getattr(ordered[i], "request_id", None)
             if request_id:
-                groups.setdefault(request_id, set()).add(key)
+                group_of[request_id] = key if group_of.get(request_id, key) == key else None
     after_node: dict[str, list[str]] = {}
     after_all: list[str] = []
     for pod, indexes in per_pod.items():
-        found: set[str] = set()
-        for i in indexes:
-            found |= groups.get(getattr(ordered[i], "request_id", None) or "", {""})
-        if len(found) == 1 and "" not in found:
-            after_node.setdefault(found.pop(), []).append(pod)
-        else:
+        groups = {group_of.get(getattr(ordered[i], "request_id", None) or "") for i in indexes}
+        only = groups.pop() if len(groups) == 1 else None
+        if only is None:
             after_all.append(pod)
+        else:
+            after_node.setdefault(only, []).append(pod)
     return after_node, after_all
 
 
@@ -212,6 +212,9 @@ class Executor:
         ``rounds.written_key`` (``disruption:NAME``); a Disruption's status is written only over
         its version there (none there: unconditionally)."""
         ordered = list(actions)
+        self._forget_untold(now)
+        if not ordered:  # most rounds: no tasks to make
+            return []
         read = versions or {}
         outcomes: list[Outcome | None] = [None] * len(ordered)
         per_pod, per_node, heartbeats = _grouped(ordered)
@@ -257,7 +260,6 @@ class Executor:
             )
             await asyncio.gather(*(one_pod(per_pod[p]) for p in after_all))
 
-        self._forget_untold(now)
         await asyncio.gather(*(node(key) for key in per_node), the_rest())
         return [o for o in outcomes if o is not None]
 
