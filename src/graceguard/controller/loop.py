@@ -30,7 +30,10 @@ log = logging.getLogger(__name__)
 RESYNC = dt.timedelta(seconds=30)
 DEBOUNCE_SECONDS = 0.1
 """After a change wakes the loop, how long it lets a burst of watch events land before it plans;
-not waited once the engine's wake-up has come (a pod due now is not held back for it)."""
+not waited once the engine's wake-up has come after a round that wrote nothing. After a round
+that wrote it is waited even then: ``settle`` takes any newer version of a written object as the
+write seen, and a pod written twice in a round (a notice, then its eviction) can show its first
+write before its last; a round planned at once from that cache could evict it again."""
 TAKE_OVER_RETRY = dt.timedelta(seconds=2)
 
 
@@ -71,6 +74,8 @@ class Controller:
         self._round = rounds.Round(
             view=view, executor=executor, observe=self._observe, evictor_quiet=evictor_quiet
         )
+        self._wrote = False
+        """Whether the last round wrote anything."""
 
     async def run(self) -> None:
         await self._view.wait_synced()
@@ -115,6 +120,7 @@ class Controller:
         started = self._timer()
         done = await self._round.run(now=self._clock(), pol=pol)
         self.metrics.round_seconds.observe(self._timer() - started)
+        self._wrote = any(o.wrote for o in done.outcomes)
         return done.next_wakeup
 
     async def _wait(self, wake: dt.datetime | None) -> None:
@@ -130,7 +136,7 @@ class Controller:
         finally:
             for w in waiters:
                 w.cancel()
-        if wake is not None and self._clock() >= wake:
+        if wake is not None and self._clock() >= wake and not self._wrote:
             return  # the round the engine asked for is due: no debounce delays it
         await asyncio.sleep(DEBOUNCE_SECONDS)  # let a burst of watch events land together
 
