@@ -50,6 +50,9 @@ Measured:
   every 0.5 s), next to that wall time: where a slow takeover went.
 
 Sizes: ``GG_BENCH_NODES`` (20) and ``GG_BENCH_PODS`` (30 per node). Prints one JSON line.
+``GG_BENCH_PYSPY=FILE`` samples the controller process with py-spy (if installed) from just before
+the storm until every pod's ``ProposedEviction`` was in, into ``FILE`` (raw, folded stacks), and
+copies the controller's log beside it (``FILE.controller.log``).
 Run it alone (one control plane at a time): ``flock /tmp/gg-e2e.lock python
 bench/bench_takeover_latency.py``.
 """
@@ -388,6 +391,23 @@ class CpuSampler:
         return {"wall": round(t1 - t0, 1), **used}
 
 
+class Spy:
+    """py-spy on the controller into ``GG_BENCH_PYSPY`` (when asked and installed), and the
+    controller's log copied beside it when stopped."""
+
+    def __init__(self, controller: kwokbench.Controller) -> None:
+        self.controller = controller
+        self.process = wl._py_spy(controller.pid)
+
+    def stop(self) -> None:
+        if self.process is None:
+            return
+        self.process.send_signal(signal.SIGINT)
+        self.process.wait(timeout=30)
+        out = os.environ["GG_BENCH_PYSPY"]
+        shutil.copy(self.controller.log_path, f"{out}.controller.log")
+
+
 # ---------------------------------------------------------------- the storm
 
 
@@ -583,12 +603,10 @@ def run(workdir: pathlib.Path) -> dict[str, Any]:
             with contextlib.suppress(OSError):
                 os.sched_setaffinity(0, {CLIENT_CORE})
             rounds_before = controller.metric("graceguard_reconcile_rounds_total") or 0
-            processes = {
-                **cp.pids,
-                "controller": controller.pid,
-                "webhook": hook.process.pid,
-            }
-            sampler = CpuSampler(processes)
+            sampler, spy = (
+                CpuSampler({**cp.pids, "controller": controller.pid, "webhook": hook.process.pid}),
+                Spy(controller),
+            )
             measured = asyncio.run(storm(cp, ca, {"webhook": hook.port, "trivial": trivial_port}))
             pods = set(all_pods())
             deadline = time.monotonic() + WAIT_AFTER
@@ -602,7 +620,8 @@ def run(workdir: pathlib.Path) -> dict[str, Any]:
                     break
                 time.sleep(0.2)
             seen = watcher.seen()
-            sampler.stop()
+            for stopped in (sampler, spy):
+                stopped.stop()
             proposed = [at for pod, at in seen[PROPOSED].items() if pod in pods]
             cpu = sampler.until(max(proposed) if len(proposed) == len(pods) else time.monotonic())
             rounds = (controller.metric("graceguard_reconcile_rounds_total") or 0) - rounds_before

@@ -98,6 +98,7 @@ async def run(
             io.elector.release,
             *(services.aws.cleanups if services.aws is not None else []),
             io.client.close,
+            io.writes.close,
             io.ledger.close,
             io.sender.close,
         ],
@@ -110,6 +111,8 @@ class _Adapters:
 
     ledger: ledger_store.Ledger
     client: kube_client.Client
+    writes: kube_client.Client
+    """The executor's writes' own client (``writer``'s: requests only, no watch)."""
     writer: writer.LightkubeWriter
     log_source: kube_logs.KubeLogSource
     elector: lease.LeaseElector
@@ -134,13 +137,16 @@ async def _adapters(
     lease_name: str,
     writers: int,
 ) -> _Adapters:
-    """Step 1: the ledger opened, the API client made (with room for ``writers`` writes in
-    flight), and the adapters built on the client."""
-    ledger, client = await _connect(ledger_url=ledger_url, kubeconfig=kubeconfig, writers=writers)
+    """Step 1: the ledger opened, the API clients made (the writer's with room for ``writers``
+    writes in flight), and the adapters built on them."""
+    ledger, client, writes = await _connect(
+        ledger_url=ledger_url, kubeconfig=kubeconfig, writers=writers
+    )
     return _Adapters(
         ledger=ledger,
         client=client,
-        writer=writer.LightkubeWriter(client, instance=identity),
+        writes=writes,
+        writer=writer.LightkubeWriter(writes, instance=identity),
         log_source=kube_logs.KubeLogSource(client),
         elector=lease.LeaseElector(
             client, namespace=lease_namespace, name=lease_name, identity=identity
@@ -277,12 +283,17 @@ def _tasks(io: _Adapters, services: _Services) -> dict[str, supervisor.Task]:
 
 async def _connect(
     *, ledger_url: str, kubeconfig: pathlib.Path | None, writers: int
-) -> tuple[ledger_store.Ledger, kube_client.Client]:
-    """The ledger opened and the API client made; the ledger closed again when the client
-    cannot be."""
+) -> tuple[ledger_store.Ledger, kube_client.Client, kube_client.Client]:
+    """The ledger opened and the API clients made: one for the watches and the rest, one for
+    the executor's writes (``unary``, with room for ``writers`` in flight); the ledger closed
+    again when the clients cannot be."""
     ledger = await ledger_store.Ledger.open(ledger_url)
     try:
-        return ledger, kube_client.connect(kubeconfig, writers=writers)
+        return (
+            ledger,
+            kube_client.connect(kubeconfig),
+            kube_client.connect(kubeconfig, writers=writers, unary=True),
+        )
     except kube_client.KubeError:
         await ledger.close()
         raise

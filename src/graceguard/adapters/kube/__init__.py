@@ -2,6 +2,8 @@
 
 - ``client``: connecting (a kubeconfig, else in-cluster), every client through
   ``retry_after`` (a transient refusal with Retry-After waited out within a bound);
+  ``unary_transport``: the sending of a client that never watches (the controller's writes) on
+  aiohttp, a fraction of httpx's CPU per request;
   ``resources``: the API resources read as generic resources (plain dicts for
   ``graceguard.manifests``).
 - ``informer``: list, then watch, into a store of domain values; ``view``: the controller's

@@ -6,7 +6,9 @@ one-line message, for the CLI to print. ``connect`` and ``api_errors`` translate
 
 ``async_client`` is the one place graceguard's Kubernetes clients are built: each sends its
 requests through ``retry_after.RetryAfterTransport`` (a transient refusal with ``Retry-After`` is
-waited out within a bound), around httpx's transport with the kubeconfig's TLS settings.
+waited out within a bound), around httpx's transport with the kubeconfig's TLS settings, or
+(``unary``: a client that never watches) around ``unary_transport``'s on aiohttp, a fraction of
+the CPU per request.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from lightkube.config import client_adapter
 from lightkube.config.kubeconfig import KubeConfig
 from lightkube.core.exceptions import ApiError
 
-from graceguard.adapters.kube import retry_after
+from graceguard.adapters.kube import retry_after, unary_transport
 
 FIELD_MANAGER = "graceguard"
 KUBECONFIG_LIMIT = 3 * 1024 * 1024
@@ -86,24 +88,31 @@ KEPT_OPEN = 20
 
 
 def async_client(
-    kubeconfig: pathlib.Path | None = None, *, writers: int = 0
+    kubeconfig: pathlib.Path | None = None, *, writers: int = 0, unary: bool = False
 ) -> lightkube.AsyncClient:
     """``writers``: requests the caller keeps in flight at once besides its watches (the
     controller's ``--write-concurrency``); that many more connections may be open, and kept open
     between requests, so that a burst of writes reuses its connections instead of opening (a TLS
-    handshake) and closing all but ``KEPT_OPEN`` of them again as each answer comes."""
+    handshake) and closing all but ``KEPT_OPEN`` of them again as each answer comes.
+
+    ``unary``: a client for requests whose answers are read whole, never a watch (the
+    controller's writes): sent through ``unary_transport`` on up to ``max(KEPT_OPEN, writers)``
+    connections, all kept open."""
     config = load_config(kubeconfig).get()
     if config is None or config.user is None:
         raise lightkube.ConfigError("the current context names no user")
     # A transport given to httpx replaces the one it would build with lightkube's TLS settings,
     # so the inner transport is built with them here (lightkube's own function).
     verify = client_adapter.verify_cluster(config.cluster, config.user, config.abs_file)
-    limits = httpx2.Limits(
-        max_connections=POOL + writers, max_keepalive_connections=max(KEPT_OPEN, writers)
-    )
-    transport = retry_after.RetryAfterTransport(
-        httpx2.AsyncHTTPTransport(verify=verify, limits=limits)
-    )
+    inner: httpx2.AsyncBaseTransport
+    if unary:
+        inner = unary_transport.UnaryTransport(verify=verify, connections=max(KEPT_OPEN, writers))
+    else:
+        limits = httpx2.Limits(
+            max_connections=POOL + writers, max_keepalive_connections=max(KEPT_OPEN, writers)
+        )
+        inner = httpx2.AsyncHTTPTransport(verify=verify, limits=limits)
+    transport = retry_after.RetryAfterTransport(inner)
     return lightkube.AsyncClient(config, field_manager=FIELD_MANAGER, transport=transport)
 
 
@@ -112,10 +121,12 @@ Client: TypeAlias = lightkube.AsyncClient
 names it so without importing the client library)."""
 
 
-def connect(kubeconfig: pathlib.Path | None = None, *, writers: int = 0) -> Client:
+def connect(
+    kubeconfig: pathlib.Path | None = None, *, writers: int = 0, unary: bool = False
+) -> Client:
     """``async_client``, with a kubeconfig that cannot be loaded as ``KubeError``."""
     try:
-        return async_client(kubeconfig, writers=writers)
+        return async_client(kubeconfig, writers=writers, unary=unary)
     except OSError as err:
         if err.filename is None:  # a certificate or key file the kubeconfig names (ssl says not)
             why = f"a file it names cannot be read: {err.strerror or err}"
