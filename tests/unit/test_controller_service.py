@@ -345,3 +345,58 @@ def test_a_due_round_after_no_writes_has_no_debounce_a_change_or_writes_keep_it(
     assert changed >= 0.5
     asyncio.run(controller.reconcile_once())  # writes the pods' notices
     assert asyncio.run(waits(fake.now, change=True)) >= 0.5  # due, but after writes: debounced
+
+
+class _Leading:
+    def __init__(self) -> None:
+        self.changed = asyncio.Event()
+        self.is_leader = True
+
+
+def _debounced(*, opens: bool) -> tuple[list[str], float]:
+    """The loop run with a debounce of a minute, over a cluster with nothing to write at first:
+    after its first round, a view change that opens n1's disruption (``opens``) or opens none;
+    the pods' events within 0.5 s of it, and the seconds until the first."""
+    fake, requests = _world()
+    fake.snapshot = dataclasses.replace(fake.snapshot, pods=fake.snapshot.pods[1:])
+    view = FakeView(fake, [])
+    controller = loop.Controller(
+        view=view,
+        leadership=_Leading(),
+        executor=executor.Executor(cluster=fake),
+        clock=lambda: fake.now,
+    )
+
+    async def run() -> float:
+        task = asyncio.create_task(controller.run())
+        try:
+            while controller.health.last_round is None:
+                await asyncio.sleep(0.01)
+            await asyncio.sleep(0.05)
+            if opens:
+                view._requests = requests
+            view.changed.set()
+            started = asyncio.get_running_loop().time()
+            while not fake.events and asyncio.get_running_loop().time() - started < 0.5:
+                await asyncio.sleep(0.01)
+            return asyncio.get_running_loop().time() - started
+        finally:
+            task.cancel()
+
+    took = asyncio.run(run())
+    return [reason for _, reason, _ in fake.events], took
+
+
+def test_a_disruption_opened_is_planned_at_once_without_the_debounce(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 22 item 3: from a disruption opening (a refused eviction taken over) to its pods'
+    first writes, the loop does not wait out its debounce; a change that opens none still does
+    (so a busy cluster's watch events still land together)."""
+    monkeypatch.setattr(loop, "DEBOUNCE_SECONDS", 60.0)
+    reasons, took = _debounced(opens=True)
+    assert reasons == ["ProposedEviction", "ScheduledEviction"]
+    assert took < 0.5
+    reasons, took = _debounced(opens=False)
+    assert reasons == []
+    assert took >= 0.5

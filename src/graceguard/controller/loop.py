@@ -5,6 +5,12 @@ policy in force first and reports it to its author.
 A round waits until the informers have observed its own writes before the next one, so a notice
 or an eviction is never sent twice because the cache lagged.
 
+Between rounds the loop lets a burst of watch events land together (``DEBOUNCE_SECONDS``), except
+when a disruption opened or went after a round that wrote nothing (a refused eviction taken over,
+an interruption, a drain asked in a quiet cluster: its node is planned at once, issue 22), or
+the engine's wake-up came after such a round. After a round that wrote, the debounce stays
+(``DEBOUNCE_SECONDS`` says why: planning at once then evicted pods twice in the e2e tests).
+
 A replica that gains the lead first runs ``on_lead`` (the executor and the notifier read what the
 last leader left in the cluster: window evictions, the notify outbox); until it succeeds no round
 runs, and it is tried again every ``TAKE_OVER_RETRY``.
@@ -17,12 +23,12 @@ import dataclasses
 import datetime as dt
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 
 from graceguard.controller import executor as ex
 from graceguard.controller import metrics as controller_metrics
 from graceguard.controller import ports, rounds
-from graceguard.domain import policy
+from graceguard.domain import disruption, policy
 from graceguard.engine import takeovers
 
 log = logging.getLogger(__name__)
@@ -74,6 +80,8 @@ class Controller:
         self._round = rounds.Round(
             view=view, executor=executor, observe=self._observe, evictor_quiet=evictor_quiet
         )
+        self._planned_for: Sequence[disruption.DisruptionRequest] | None = None
+        """The open disruptions the last round planned (``None``: no round yet)."""
         self._wrote = False
         """Whether the last round wrote anything."""
 
@@ -120,6 +128,7 @@ class Controller:
         started = self._timer()
         done = await self._round.run(now=self._clock(), pol=pol)
         self.metrics.round_seconds.observe(self._timer() - started)
+        self._planned_for = done.shown.requests
         self._wrote = any(o.wrote for o in done.outcomes)
         return done.next_wakeup
 
@@ -138,7 +147,16 @@ class Controller:
                 w.cancel()
         if wake is not None and self._clock() >= wake and not self._wrote:
             return  # the round the engine asked for is due: no debounce delays it
-        await asyncio.sleep(DEBOUNCE_SECONDS)  # let a burst of watch events land together
+        if not self._urgent():
+            await asyncio.sleep(DEBOUNCE_SECONDS)  # let a burst of watch events land together
+
+    def _urgent(self) -> bool:
+        """Whether the next round goes without the debounce: the last one wrote nothing and the
+        open disruptions are not the ones it planned (one opened, one went)."""
+        if not self._leadership.is_leader or self._wrote or self._planned_for is None:
+            return False
+        planned = {r.id for r in self._planned_for}
+        return {r.id for r in self._view.requests()} != planned
 
     def _observe(self, done: rounds.Done) -> None:
         memo = self._round.memo
