@@ -62,6 +62,21 @@ class Counting(FakeCluster):
         await super().post_event(pod=pod, reason=reason, message=message, warning=warning)
 
 
+class Answering(Counting):
+    """``Counting``, each write waiting for its answer as a call to the API server does (the
+    event loop runs the other tasks meanwhile)."""
+
+    async def write_pod(self, *, pod: act.PodRef, write: pod_writes.PodWrite) -> None:
+        await asyncio.sleep(0)
+        await super().write_pod(pod=pod, write=write)
+
+    async def post_event(
+        self, *, pod: act.PodRef, reason: str, message: str, warning: bool = False
+    ) -> None:
+        await asyncio.sleep(0)
+        await super().post_event(pod=pod, reason=reason, message=message, warning=warning)
+
+
 def _snapshot(pod: cluster.Pod = POD) -> cluster.Snapshot:
     return cluster.Snapshot(nodes=(cluster.Node("n1"), cluster.Node("n2")), pods=(pod,))
 
@@ -112,6 +127,28 @@ def test_a_pod_due_both_notices_gets_one_write_and_both_events() -> None:
         "spot-interruption",
     )
     assert NOW < write[1].notice.eviction_at < REQUEST.deadline  # type: ignore[operator]
+
+
+@pytest.mark.parametrize("concurrency", [1, 2, 4])
+def test_every_pod_is_told_once_before_any_is_told_twice(concurrency: int) -> None:
+    """Issue 22: a mass drain's pods due both notices at once each get their write and their
+    ``ProposedEviction`` before the others get their ``ScheduledEviction`` (the second Event
+    waits its turn behind the pods waiting for their first), but for those in flight beside the
+    last ones told: fewer than the concurrency. Each pod's two stay in order, its write one."""
+    pods = tuple(
+        dataclasses.replace(POD, name=f"api-{n}", uid=f"u{n}") for n in range(4 * concurrency + 1)
+    )
+    fake = Answering(dataclasses.replace(_snapshot(), pods=pods))
+    runs = executor.Executor(cluster=fake, concurrency=concurrency)
+    asyncio.run(runs.run(_plan(fake.snapshot), now=NOW))
+
+    told = [(pod, reason) for pod, reason, _ in fake.events]
+    last_first = max(n for n, (_, reason) in enumerate(told) if reason == "ProposedEviction")
+    early = [pod for pod, reason in told[:last_first] if reason == "ScheduledEviction"]
+    assert len(early) < concurrency
+    for p in pods:
+        assert [r for pod, r in told if pod == p.key] == ["ProposedEviction", "ScheduledEviction"]
+    assert len(fake.writes) == len(pods)  # still one write on each pod
 
 
 def test_the_next_leader_writes_nothing_again() -> None:

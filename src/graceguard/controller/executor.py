@@ -24,7 +24,7 @@ import asyncio
 import dataclasses
 import datetime as dt
 import logging
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 
 from graceguard.controller import ports, window_memory
 from graceguard.domain import deadlines, durations, notifications, pod_writes, times
@@ -64,6 +64,10 @@ _UNTOLD_FORGOTTEN = dt.timedelta(minutes=1)
 ended, the pod went) is forgotten: a later notice failure starts its ``NOTICE_WAIT`` afresh."""
 
 
+Requeue = Callable[[], Awaitable[None]]
+"""Gives a pod's slot among the writes in flight up and waits for one again, behind the pods
+waiting (``Executor.run``)."""
+
 UNWRITTEN = frozenset({"backing off", "refused", STALE, UNTOLD})
 """Outcomes that succeeded without changing the object the action names (an eviction refused or
 not asked again yet, a stale action skipped): nothing the view has to see before the next round."""
@@ -81,6 +85,17 @@ class Outcome:
         its view to see only what was written: waiting for a change that never comes would hold
         the next round until the view's timeout)."""
         return self.ok and self.detail not in UNWRITTEN
+
+
+def _requeue(gate: asyncio.Semaphore) -> Requeue:
+    """``Requeue`` on ``gate``: its slot given up and waited for again, behind every task
+    waiting for one (asyncio's semaphore wakes its waiters in turn)."""
+
+    async def requeue() -> None:
+        gate.release()
+        await gate.acquire()
+
+    return requeue
 
 
 def pod_steps(actions: Sequence[act.Action]) -> list[tuple[act.Action, ...]]:
@@ -228,10 +243,12 @@ class Executor:
                 for i in indexes:
                     outcomes[i] = await self._attempt(ordered[i], now, read)
 
+        requeue = _requeue(gate)
+
         async def one_pod(indexes: list[int]) -> None:
             async with gate:
                 pod = [ordered[i] for i in indexes]
-                done = await self._pod(pod, now, read, stale=stale)
+                done = await self._pod(pod, now, read, stale=stale, requeue=requeue)
                 for i, outcome in zip(indexes, done, strict=True):
                     outcomes[i] = outcome
 
@@ -270,12 +287,16 @@ class Executor:
         read: Mapping[str, str],
         *,
         stale: Collection[str | None],
+        requeue: Requeue | None = None,
     ) -> list[Outcome]:
         """One pod's actions of a round, in ``pod_steps``: their outcomes, in order. What follows
-        a notice that could not be posted is held back (``UNTOLD``) while ``_waits_for_notice``."""
+        a notice that could not be posted is held back (``UNTOLD``) while ``_waits_for_notice``.
+        ``requeue``: given to the round's last step when it posts notices (``_notices``)."""
         outcomes: list[Outcome] = []
-        for step in pod_steps(actions):
-            outcomes.extend(await self._step(step, now, read, stale=stale))
+        steps = pod_steps(actions)
+        for n, step in enumerate(steps):
+            last = requeue if n == len(steps) - 1 else None
+            outcomes.extend(await self._step(step, now, read, stale=stale, requeue=last))
             if not isinstance(step[0], act.PostNotice):
                 continue
             if all(o.ok for o in outcomes[-len(step) :]):
@@ -322,13 +343,15 @@ class Executor:
         read: Mapping[str, str],
         *,
         stale: Collection[str | None],
+        requeue: Requeue | None = None,
     ) -> list[Outcome]:
         """One of ``pod_steps``: its outcomes, one per action."""
         if getattr(step[0], "request_id", None) in stale:
             return [Outcome(a, True, STALE) for a in step]
         if len(step) == 1:
             return [await self._attempt(step[0], now, read)]
-        return await self._post_notices([a for a in step if isinstance(a, act.PostNotice)])
+        notices = [a for a in step if isinstance(a, act.PostNotice)]
+        return await self._post_notices(notices, requeue=requeue)
 
     async def _attempt(
         self, action: act.Action, now: dt.datetime, read: Mapping[str, str]
@@ -425,20 +448,29 @@ class Executor:
                 return "deleted"
         return "unknown action"
 
-    async def _post_notices(self, actions: Sequence[act.PostNotice]) -> list[Outcome]:
+    async def _post_notices(
+        self, actions: Sequence[act.PostNotice], *, requeue: Requeue | None = None
+    ) -> list[Outcome]:
         """``_notices``, one outcome per action (the same for each: they are one write)."""
         try:
-            await self._notices(actions)
+            await self._notices(actions, requeue=requeue)
         except Exception as err:  # one failed call must not stop the others
             log.warning("action PostNotice failed: %s", err)
             return [Outcome(a, False, str(err)) for a in actions]
         return [Outcome(a, True, "noticed") for a in actions]
 
-    async def _notices(self, actions: Sequence[act.PostNotice]) -> None:
+    async def _notices(
+        self, actions: Sequence[act.PostNotice], *, requeue: Requeue | None = None
+    ) -> None:
         """The notices of one pod posted together, in the fewest writes the API allows: the pod
         shows the last one (the ``PodEviction`` condition and both annotations, one write:
         ``pod_writes.NoticePosted``), and each is still its own Event (DESIGN.md names both;
         ``kubectl get events --field-selector reason=ScheduledEviction`` finds it).
+
+        ``requeue`` (the round's last step of the pod): called once the first Event is posted,
+        before the others, to give the round's other pods their first notice first (a mass
+        drain tells every pod before it tells any of them twice; issue 22). The pod is told
+        either way: its write and its first Event are out.
 
         Each is told (kept in the outbox) before the pod says it: a leader killed in between
         leaves a notice the next one sends, never one posted and not sent. The Events go after
@@ -461,7 +493,9 @@ class Executor:
         await self._cluster.write_pod(
             pod=pod, write=pod_writes.NoticePosted(notice=actions[-1].notice)
         )
-        for action in actions:  # in order: whoever reads the Events sees them as posted
+        for n, action in enumerate(actions):  # in order: whoever reads them sees them as posted
+            if n == 1 and requeue is not None:
+                await requeue()
             notice = action.notice
             await self._cluster.post_event(
                 pod=pod, reason=notice.reason.value, message=notice.message
