@@ -225,7 +225,17 @@ def _evicted_with_whole_grace(
     ends = leaving.metadata.deletionTimestamp
     assert ends <= by, (name, ends, by)
     assert condition(leaving, "DisruptionTarget") == "True"  # the Eviction API, not a DELETE
-    reasons = [r for r, _, _ in _reasons_and_messages(kube, namespace, name)]
+
+    def told_evicted() -> list[str] | None:
+        found = [r for r, _, _ in _reasons_and_messages(kube, namespace, name)]
+        return found if "Evicted" in found else None
+
+    # graceguard posts its Evicted event once the Eviction API has answered, a moment after
+    # the pod's deletionTimestamp can be seen.
+    try:
+        reasons = wait_until(told_evicted, timeout=10, what=f"the Evicted event of {name}")
+    except TimeoutError:
+        reasons = [r for r, _, _ in _reasons_and_messages(kube, namespace, name)]
     # Told once: evicted at its last moment, in a round a little after it, and not told again.
     assert reasons.count("ScheduledEviction") == 1 and "Evicted" in reasons, (name, reasons)
     assert "Disrupted" not in reasons, (name, reasons)  # Karpenter's delete
