@@ -915,6 +915,35 @@ async def test_answers_do_not_wait_for_the_ledger_and_settle_writes_every_refusa
 
 
 @pytest.mark.asyncio
+async def test_a_takeover_is_opened_ahead_of_the_reports_waiting() -> None:
+    """A drain's first refusal opens the Disruption the controller waits on; the refusals answered
+    before it, still waiting to be reported, do not hold it up: once the ledger answers, the
+    opening is written as soon as a writer is free, not after every report queued before it."""
+    slow = SlowDenials()
+    waiting = many_protected(100)
+    drained = pod("job-0", grace_seconds=7200)
+    r = rig([*waiting, drained], denials=slow)
+    r.state.nodes = {"n1": cluster.Node("n1", taints=frozenset({"ToBeDeletedByClusterAutoscaler"}))}
+    for p in waiting:  # refused and reported only (no takeover in the rules yet)
+        assert not response((await r.service.review(body(p.name))).body)["allowed"]
+    r.state.pol = policy.DEFAULT
+    assert not response((await r.service.review(capped(drained.name))).body)["allowed"]
+    reported_when_opened: list[int] = []
+    open_disruption = r.opener.open_disruption
+
+    async def opening(request: disruption.DisruptionRequest) -> bool:
+        reported_when_opened.append(len(slow.records))
+        return await open_disruption(request)
+
+    r.opener.open_disruption = opening  # type: ignore[method-assign]
+    slow.release.set()
+    await r.service.settle()
+    assert len(slow.records) == 101 and len(r.opener.created) == 1
+    # only the reports the writers already had in hand went first
+    assert reported_when_opened[0] <= service_module.WRITERS < 100
+
+
+@pytest.mark.asyncio
 async def test_sigterm_drains_the_queued_refusals_before_the_process_ends() -> None:
     """The stop path of ``processes.webhook`` (``supervisor.supervise`` with the service's
     ``settle`` among the cleanups), driven with a real SIGTERM to this process."""

@@ -28,14 +28,15 @@ cluster facts, knows who graceguard is, and reports.
   all its pods at once, and they all join the first one. A takeover this replica opened in the
   last ``JOIN_FOR`` is joined even before the cache shows it; replicas taking over the same node
   in the same minute derive the same name, so the second one's create finds the first's object.
-  Opening runs after the answer (``DisruptionOpener``) on the same queue as reporting, never
-  dropped (a replica opens at most one per node or pod per ``JOIN_FOR``); a ``dryRun`` eviction
-  opens nothing.
+  Opening runs after the answer (``DisruptionOpener``) by the same writers as reporting, never
+  dropped (a replica opens at most one per node or pod per ``JOIN_FOR``), and ahead of every
+  report still waiting: the controller starts the drain's notices only once the Disruption
+  exists, while a report only tells what was refused. A ``dryRun`` eviction opens nothing.
 * **The evictor still asking.** Each real eviction of a pod that a Disruption taken over from
   the same evictor covers is told to the controller (``EvictorSightings``, at most every
   ``ASKED_EVERY`` per Disruption and replica): a taken-over drain that only budgets hold ends
-  once its evictor has stopped asking (``engine.takeovers``). Told after the answer, on the same
-  queue, never dropped.
+  once its evictor has stopped asking (``engine.takeovers``). Told after the answer, ahead of the
+  reports as an opening is, never dropped.
 * **When it cannot decide** (cache not synced, the pod not readable, a review naming no pod, a
   bug), it answers per ``failure_policy``, the same knob as the ValidatingWebhookConfiguration's:
   ``Fail`` refuses (429 for what may pass, so evictors retry; 400 for a malformed review),
@@ -144,7 +145,10 @@ class AdmissionService:
         self._pending: dict[str, dict[str, dt.datetime]] = {}
         """Workload key -> pod uid -> admitted at: evictions admitted, maybe not in the cache."""
         self._queue: collections.deque[Callable[[], Awaitable[None]]] = collections.deque()
-        """Work left by answered reviews, written by ``_writers``."""
+        """Refusal reports left by answered reviews, written by ``_writers``."""
+        self._urgent: collections.deque[Callable[[], Awaitable[None]]] = collections.deque()
+        """Work the controller waits on (takeovers opened, evictors seen asking): written before
+        any report."""
         self._writers: set[asyncio.Task[None]] = set()
         self._next_sweep = clock() + PENDING_FOR
         self._dropped_logged: dt.datetime | None = None
@@ -339,7 +343,7 @@ class AdmissionService:
             taken_over=True,
         )
         self._opened.note(key, now)
-        self._later(functools.partial(self._open, request, key, verdict.source))
+        self._later(functools.partial(self._open, request, key, verdict.source), urgent=True)
 
     def _note_asked(self, pod: cluster.Pod, source: str, now: dt.datetime) -> None:
         """Tell the controller that ``source`` asked again for ``pod``, for each Disruption
@@ -351,7 +355,7 @@ class AdmissionService:
             if self._asked.within(r.id, now):
                 continue
             self._asked.note(r.id, now)
-            self._later(functools.partial(self._tell_asked, r.id, source, pod.key))
+            self._later(functools.partial(self._tell_asked, r.id, source, pod.key), urgent=True)
 
     async def _tell_asked(self, request_id: str, source: str, pod: str) -> None:
         if self._sightings is None:
@@ -385,20 +389,21 @@ class AdmissionService:
         if created:
             log.info("took over %s on %s: disruption %s", source, request.node, request.id)
 
-    def _later(self, work: Callable[[], Awaitable[None]]) -> None:
-        """Queue ``work`` to run after the answer; a writer starts if fewer than ``WRITERS``
-        run and the queue is longer than they are many."""
-        self._queue.append(work)
-        if len(self._writers) < WRITERS and len(self._queue) >= len(self._writers):
+    def _later(self, work: Callable[[], Awaitable[None]], *, urgent: bool = False) -> None:
+        """Queue ``work`` to run after the answer, ``urgent`` work before every report still
+        waiting; a writer starts if fewer than ``WRITERS`` run and the queue is longer than they
+        are many."""
+        (self._urgent if urgent else self._queue).append(work)
+        if len(self._writers) < WRITERS and self.queued >= len(self._writers):
             self._writers.add(asyncio.get_running_loop().create_task(self._write()))
 
     async def _write(self) -> None:
-        """Run queued work until the queue is empty (each piece catches its own errors); a
-        writer leaves ``_writers`` in the same step it finds the queue empty, so work queued
-        after that starts a new one."""
+        """Run queued work, urgent first, until both queues are empty (each piece catches its
+        own errors); a writer leaves ``_writers`` in the same step it finds them empty, so work
+        queued after that starts a new one."""
         try:
-            while self._queue:
-                work = self._queue.popleft()
+            while self._urgent or self._queue:
+                work = (self._urgent or self._queue).popleft()
                 try:
                     await work()
                 except Exception:  # a bug in one report must not stop the others
@@ -472,7 +477,7 @@ class AdmissionService:
     @property
     def queued(self) -> int:
         """Reports and takeovers waiting to be written."""
-        return len(self._queue)
+        return len(self._urgent) + len(self._queue)
 
     async def settle(self) -> None:
         """Write everything queued and wait for it (tests; shutdown, after the server stopped
