@@ -13,7 +13,8 @@ and to the pod's ``ProposedEviction`` Event (watch delivery included); targets (
 until every pod had its notice (graceguard's own requests in the API server's audit log), made
 again by a bare client after the controller stopped;
 ``all_noticed_over_ceiling`` is ``seconds_to_all_noticed`` over the ceiling's seconds.
-Run it alone on the machine: ``flock /tmp/gg-e2e.lock`` (``make bench`` runs benches one by one).
+Run it alone on the machine: ``flock /tmp/graceguard-controlplane.lock`` (``make bench`` runs
+benches one by one).
 """
 
 from __future__ import annotations

@@ -53,7 +53,7 @@ Sizes: ``GG_BENCH_NODES`` (20) and ``GG_BENCH_PODS`` (30 per node). Prints one J
 ``GG_BENCH_PYSPY=FILE`` samples the controller process with py-spy (if installed) from just before
 the storm until every pod's ``ProposedEviction`` was in, into ``FILE`` (raw, folded stacks), and
 copies the controller's log beside it (``FILE.controller.log``).
-Run it alone (one control plane at a time): ``flock /tmp/gg-e2e.lock python
+Run it alone (one control plane at a time): ``flock /tmp/graceguard-controlplane.lock python
 bench/bench_takeover_latency.py``.
 """
 
