@@ -285,14 +285,14 @@ async def _connect(
     *, ledger_url: str, kubeconfig: pathlib.Path | None, writers: int
 ) -> tuple[ledger_store.Ledger, kube_client.Client, kube_client.Client]:
     """The ledger opened and the API clients made: one for the watches and the rest, one for
-    the executor's writes (``unary``, with room for ``writers`` in flight); the ledger closed
+    the executor's writes (``writers`` in flight, never a watch); the ledger closed
     again when the clients cannot be."""
     ledger = await ledger_store.Ledger.open(ledger_url)
     try:
         return (
             ledger,
             kube_client.connect(kubeconfig),
-            kube_client.connect(kubeconfig, writers=writers, unary=True),
+            kube_client.connect(kubeconfig, writers=writers),
         )
     except kube_client.KubeError:
         await ledger.close()

@@ -7,7 +7,7 @@ one-line message, for the CLI to print. ``connect`` and ``api_errors`` translate
 ``async_client`` is the one place graceguard's Kubernetes clients are built: each sends its
 requests through ``retry_after.RetryAfterTransport`` (a transient refusal with ``Retry-After`` is
 waited out within a bound), around httpx's transport with the kubeconfig's TLS settings, or
-(``unary``: a client that never watches) around ``unary_transport``'s on aiohttp, a fraction of
+(``writers``: a client that never watches) around ``unary_transport``'s on aiohttp, a fraction of
 the CPU per request.
 """
 
@@ -81,23 +81,18 @@ def _from_file(path: pathlib.Path) -> KubeConfig:
         raise lightkube.ConfigError(f"{path}: a field has the wrong form ({err})") from None
 
 
-POOL = 100
-"""Connections a client opens at most for its watches and occasional requests (httpx's default)."""
 KEPT_OPEN = 20
-"""Idle connections a client keeps open for the next requests (httpx's default)."""
+"""Connections the writes' client keeps open at least (httpx's default for idle ones)."""
 
 
 def async_client(
-    kubeconfig: pathlib.Path | None = None, *, writers: int = 0, unary: bool = False
+    kubeconfig: pathlib.Path | None = None, *, writers: int | None = None
 ) -> lightkube.AsyncClient:
-    """``writers``: requests the caller keeps in flight at once besides its watches (the
-    controller's ``--write-concurrency``); that many more connections may be open, and kept open
-    between requests, so that a burst of writes reuses its connections instead of opening (a TLS
-    handshake) and closing all but ``KEPT_OPEN`` of them again as each answer comes.
-
-    ``unary``: a client for requests whose answers are read whole, never a watch (the
-    controller's writes): sent through ``unary_transport`` on up to ``max(KEPT_OPEN, writers)``
-    connections, all kept open."""
+    """``writers``: ``None`` for a client of watches and occasional requests (httpx's transport
+    and its default pool). A number (the controller's ``--write-concurrency``) for a client of
+    writes only, whose answers are read whole, never a watch: sent through ``unary_transport`` on
+    ``max(KEPT_OPEN, writers)`` connections, all kept open between requests, so that a burst of
+    writes reuses its connections instead of opening each again (a TLS handshake)."""
     config = load_config(kubeconfig).get()
     if config is None or config.user is None:
         raise lightkube.ConfigError("the current context names no user")
@@ -105,13 +100,10 @@ def async_client(
     # so the inner transport is built with them here (lightkube's own function).
     verify = client_adapter.verify_cluster(config.cluster, config.user, config.abs_file)
     inner: httpx2.AsyncBaseTransport
-    if unary:
-        inner = unary_transport.UnaryTransport(verify=verify, connections=max(KEPT_OPEN, writers))
+    if writers is None:
+        inner = httpx2.AsyncHTTPTransport(verify=verify)
     else:
-        limits = httpx2.Limits(
-            max_connections=POOL + writers, max_keepalive_connections=max(KEPT_OPEN, writers)
-        )
-        inner = httpx2.AsyncHTTPTransport(verify=verify, limits=limits)
+        inner = unary_transport.UnaryTransport(verify=verify, connections=max(KEPT_OPEN, writers))
     transport = retry_after.RetryAfterTransport(inner)
     return lightkube.AsyncClient(config, field_manager=FIELD_MANAGER, transport=transport)
 
@@ -121,12 +113,10 @@ Client: TypeAlias = lightkube.AsyncClient
 names it so without importing the client library)."""
 
 
-def connect(
-    kubeconfig: pathlib.Path | None = None, *, writers: int = 0, unary: bool = False
-) -> Client:
+def connect(kubeconfig: pathlib.Path | None = None, *, writers: int | None = None) -> Client:
     """``async_client``, with a kubeconfig that cannot be loaded as ``KubeError``."""
     try:
-        return async_client(kubeconfig, writers=writers, unary=unary)
+        return async_client(kubeconfig, writers=writers)
     except OSError as err:
         if err.filename is None:  # a certificate or key file the kubeconfig names (ssl says not)
             why = f"a file it names cannot be read: {err.strerror or err}"
