@@ -44,7 +44,7 @@ import pathlib
 import time
 import urllib.parse
 from collections.abc import Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import lightkube
 from lightkube.config import client_adapter
@@ -53,12 +53,10 @@ from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.core_v1 import Namespace, Pod
 from lightkube.types import PatchType
 
+import controlplane
 import kwokbench
 from graceguard.adapters.kube import client, events, resources, unary_transport, writer
 from graceguard.domain import notices
-
-if TYPE_CHECKING:
-    import controlplane  # hack/: on the path once kwokbench is imported
 
 CONCURRENCIES = (1, 8, 16, 32, 64, 96)
 """Requests in flight, tried in turn; the fastest pass is the ceiling."""
@@ -96,16 +94,8 @@ _VERBS = {"create": "POST", "update": "PUT", "patch": "PATCH"}
 @contextlib.contextmanager
 def control_plane(workdir: pathlib.Path) -> Iterator[controlplane.ControlPlane]:
     """``kwokbench.control_plane`` whose API server keeps the audit log ``writes`` reads."""
-    audit = workdir / "audit"
-    audit.mkdir(parents=True, exist_ok=True)
-    policy = audit / "policy.json"
-    policy.write_text(json.dumps(AUDIT_POLICY))
-    flags = (
-        f"--audit-policy-file={policy}",
-        f"--audit-log-path={workdir / AUDIT_LOG}",
-        "--audit-log-format=json",
-        "--audit-log-mode=blocking",
-        "--audit-log-maxsize=100000",  # megabytes: never rotated mid-run
+    flags = controlplane.audit_args(
+        policy=AUDIT_POLICY, policy_file=workdir / "audit" / "policy.json", log=workdir / AUDIT_LOG
     )
     with kwokbench.control_plane(workdir, apiserver_args=flags) as cp:
         yield cp

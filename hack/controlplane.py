@@ -687,6 +687,20 @@ def _wait(what: str, check: Callable[[], bool], timeout: float, cp: ControlPlane
     )
 
 
+def audit_args(*, policy: Mapping[str, object], policy_file: Path, log: Path) -> tuple[str, ...]:
+    """kube-apiserver's flags for an audit log at ``log`` (JSON, each event written before the
+    request is answered, never rotated mid-run) under ``policy``, written to ``policy_file``."""
+    policy_file.parent.mkdir(parents=True, exist_ok=True)
+    policy_file.write_text(json.dumps(policy))
+    return (
+        f"--audit-policy-file={policy_file}",
+        f"--audit-log-path={log}",
+        "--audit-log-format=json",
+        "--audit-log-mode=blocking",
+        "--audit-log-maxsize=100000",  # megabytes: never rotated mid-run
+    )
+
+
 def start(  # noqa: PLR0915 - the control plane's parts started in order
     workdir: Path,
     *,

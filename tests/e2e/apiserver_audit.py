@@ -13,6 +13,8 @@ import json
 import pathlib
 from typing import Any
 
+import controlplane
+
 KARPENTER_GROUPS = [{"group": "karpenter.sh"}, {"group": "karpenter.kwok.sh"}]
 POLICY: dict[str, Any] = {
     "apiVersion": "audit.k8s.io/v1",
@@ -38,15 +40,8 @@ LOG = "audit.log"
 
 def apiserver_args(workdir: pathlib.Path) -> tuple[str, ...]:
     """kube-apiserver's flags for the policy, the policy written into ``workdir``."""
-    workdir.mkdir(parents=True, exist_ok=True)
-    policy = workdir / "audit-policy.json"
-    policy.write_text(json.dumps(POLICY))
-    return (
-        f"--audit-policy-file={policy}",
-        f"--audit-log-path={workdir / 'logs' / LOG}",
-        "--audit-log-format=json",
-        "--audit-log-mode=blocking",
-        "--audit-log-maxsize=100000",  # megabytes: never rotated mid-run
+    return controlplane.audit_args(
+        policy=POLICY, policy_file=workdir / "audit-policy.json", log=workdir / "logs" / LOG
     )
 
 
