@@ -270,7 +270,12 @@ def test_a_taken_over_kubectl_drain_waits_on_the_budget_and_ends_when_it_gives_u
             timeout=20,
             what="the notice withdrawn",
         )
-        assert "EvictionWithdrawn" in gg.reasons(kube, namespace, "quorum-0")
+        # The executor posts the event just after the annotation's removal: wait for it too.
+        wait_until(
+            lambda: "EvictionWithdrawn" in gg.reasons(kube, namespace, "quorum-0"),
+            timeout=10,
+            what="the EvictionWithdrawn event",
+        )
         assert get_or_none(kube, Pod, "quorum-0", namespace) is not None
         assert holds(kube, namespace, "quorum")
         found_node = kube.get(Node, node)
