@@ -28,10 +28,11 @@ from lightkube import Client, KubeConfig
 from lightkube.resources.core_v1 import Node, Pod
 
 import controlplane
-from graceguard.adapters.kube import cordons, writer
-from graceguard.controller import executor
+from graceguard.adapters.kube import client as kube_client
+from graceguard.adapters.kube import cordons, view, writer, written
+from graceguard.controller import executor, ports
 from graceguard.domain import annotations as ann
-from graceguard.domain import cluster, node_hold, notices, protection
+from graceguard.domain import cluster, node_hold, notices, pod_writes, protection
 from graceguard.engine import actions as act
 from graceguard.sim.cluster import SimCluster
 from graceguard.sim.pods import SimPod
@@ -410,7 +411,7 @@ def test_a_cordon_over_the_version_the_round_read_is_one_patch_and_still_spares_
             done = await cordons.cordon(client, node=node, request_id="r", read_version=version)
         finally:
             await client.close()
-        return done, _CountingClient.reads, _CountingClient.patches
+        return done is not None, _CountingClient.reads, _CountingClient.patches
 
     def version(node: str) -> str:
         found = kube.get(Node, node)
@@ -437,3 +438,73 @@ def test_a_cordon_over_the_version_the_round_read_is_one_patch_and_still_spares_
     kube.patch(Node, relabelled, {"metadata": {"labels": {"changed": "yes"}}})
     assert asyncio.run(cordon(relabelled, read)) == (True, 1, 2)
     assert mark(relabelled) == (True, "r")
+
+
+class _Recording(written.Writes):
+    """The registry, keeping each version the writer answered a write with."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.answers: list[tuple[str, str | None]] = []
+
+    def answered(self, write: written.Write, *, version: str | None) -> None:
+        self.answers.append((write.key, version))
+        super().answered(write, version=version)
+
+
+def test_the_view_settles_when_each_of_a_rounds_writes_is_seen(
+    control_plane: controlplane.ControlPlane,
+    kube: Client,
+    namespace: str,
+    kwok_nodes: NodeFactory,
+) -> None:
+    """A round's writes, through the controller's own clients (the writes' on
+    ``unary_transport``): a cordon and a hold of the node, a notice and then an eviction of its
+    pod. Each patch is registered with the version the API server answered with (the node's
+    and the pod's as read back), and the view's ``settle`` returns only once its informers show
+    every one: the node cordoned and held, the pod noticed and going. Before
+    ``adapters.kube.written``, the notice's version alone ended the wait on the pod."""
+    node = gg.node_name(kwok_nodes("a"))
+    started = run_pod(kube, namespace, pod("p0", grace_seconds=60, node_name=node))
+    assert started.metadata is not None and started.metadata.uid is not None
+    ref = act.PodRef(namespace, "p0", started.metadata.uid)
+    notice = notices.Notice(notices.NoticeReason.SCHEDULED, NOW, NOW, "drain")
+    pod_key, node_key = f"pod:{namespace}/p0", f"node:{node}"
+    registry = _Recording()
+
+    async def round_() -> tuple[bool, cluster.Pod, cluster.Node]:
+        watches = kube_client.connect(control_plane.kubeconfig)
+        writes = kube_client.connect(control_plane.kubeconfig, writers=4)
+        cache = view.ClusterView(watches, writes=registry)
+        informers = [asyncio.create_task(i.run()) for i in (cache.pods, cache.nodes)]
+        try:
+            await asyncio.wait_for(
+                asyncio.gather(cache.pods.synced.wait(), cache.nodes.synced.wait()), 30
+            )
+            cluster_writer = writer.LightkubeWriter(writes, instance="contract", writes=registry)
+            before = cache.versions([pod_key, node_key])
+            await cluster_writer.cordon(node=node, request_id="r", read_version=before[node_key])
+            await cluster_writer.hold_node(node=node, request_id="r")
+            await cluster_writer.write_pod(pod=ref, write=pod_writes.NoticePosted(notice=notice))
+            evicted, _ = await cluster_writer.evict(pod=ref, grace_seconds=60)
+            assert evicted is ports.EvictionResult.EVICTED
+            settled = await cache.settle(before, timeout=20)
+            return settled, cache.pods.store[f"{namespace}/p0"], cache.nodes.store[node]
+        finally:
+            for task in informers:
+                task.cancel()
+            await asyncio.gather(*informers, return_exceptions=True)
+            await watches.close()
+            await writes.close()
+
+    settled, cached_pod, cached_node = asyncio.run(round_())
+    assert settled
+    assert cached_pod.terminating and cached_pod.notice_stage == "ScheduledEviction"
+    assert cached_node.unschedulable and cached_node.held_for == "r"
+    found = kube.get(Node, node)
+    assert found.metadata is not None
+    patches = [(key, version) for key, version in registry.answers if key == node_key]
+    assert [key for key, _ in registry.answers] == [node_key, node_key, pod_key, pod_key]
+    assert all(version for _, version in registry.answers[:3]), registry.answers
+    assert patches[-1] == (node_key, found.metadata.resourceVersion)
+    assert not registry.pending(pod_key) and not registry.pending(node_key)

@@ -6,10 +6,10 @@ A round waits until the informers have observed its own writes before the next o
 or an eviction is never sent twice because the cache lagged.
 
 Between rounds the loop lets a burst of watch events land together (``DEBOUNCE_SECONDS``), except
-when a disruption opened or went after a round that wrote nothing (a refused eviction taken over,
-an interruption, a drain asked in a quiet cluster: its node is planned at once, issue 22), or
-the engine's wake-up came after such a round. After a round that wrote, the debounce stays
-(``DEBOUNCE_SECONDS`` says why: planning at once then evicted pods twice in the e2e tests).
+when a disruption opened or went since the last round planned (a refused eviction taken over, an
+interruption, a drain asked: its node is planned at once, issue 22), or the engine's wake-up has
+come. Planning at once is safe after a round that wrote: ``settle`` waited until the informers
+had seen each of its writes, not only a newer version of each object (``adapters.kube.written``).
 
 A replica that gains the lead first runs ``on_lead`` (the executor and the notifier read what the
 last leader left in the cluster: window evictions, the notify outbox); until it succeeds no round
@@ -36,10 +36,7 @@ log = logging.getLogger(__name__)
 RESYNC = dt.timedelta(seconds=30)
 DEBOUNCE_SECONDS = 0.1
 """After a change wakes the loop, how long it lets a burst of watch events land before it plans;
-not waited once the engine's wake-up has come after a round that wrote nothing. After a round
-that wrote it is waited even then: ``settle`` takes any newer version of a written object as the
-write seen, and a pod written twice in a round (a notice, then its eviction) can show its first
-write before its last; a round planned at once from that cache could evict it again."""
+not waited once the engine's wake-up has come, nor when the open disruptions changed."""
 TAKE_OVER_RETRY = dt.timedelta(seconds=2)
 
 
@@ -82,8 +79,6 @@ class Controller:
         )
         self._planned_for: Sequence[disruption.DisruptionRequest] | None = None
         """The open disruptions the last round planned (``None``: no round yet)."""
-        self._wrote = False
-        """Whether the last round wrote anything."""
 
     async def run(self) -> None:
         await self._view.wait_synced()
@@ -129,7 +124,6 @@ class Controller:
         done = await self._round.run(now=self._clock(), pol=pol)
         self.metrics.round_seconds.observe(self._timer() - started)
         self._planned_for = done.shown.requests
-        self._wrote = any(o.wrote for o in done.outcomes)
         return done.next_wakeup
 
     async def _wait(self, wake: dt.datetime | None) -> None:
@@ -145,15 +139,15 @@ class Controller:
         finally:
             for w in waiters:
                 w.cancel()
-        if wake is not None and self._clock() >= wake and not self._wrote:
+        if wake is not None and self._clock() >= wake:
             return  # the round the engine asked for is due: no debounce delays it
         if not self._urgent():
             await asyncio.sleep(DEBOUNCE_SECONDS)  # let a burst of watch events land together
 
     def _urgent(self) -> bool:
-        """Whether the next round goes without the debounce: the last one wrote nothing and the
-        open disruptions are not the ones it planned (one opened, one went)."""
-        if not self._leadership.is_leader or self._wrote or self._planned_for is None:
+        """Whether the next round goes without the debounce: the open disruptions are not the
+        ones the last round planned (one opened, one went)."""
+        if not self._leadership.is_leader or self._planned_for is None:
             return False
         planned = {r.id for r in self._planned_for}
         return {r.id for r in self._view.requests()} != planned

@@ -21,7 +21,7 @@ from graceguard.adapters import notify_http, probes
 from graceguard.adapters.kube import client as kube_client
 from graceguard.adapters.kube import deadlines as kube_deadlines
 from graceguard.adapters.kube import disruptions as kube_disruptions
-from graceguard.adapters.kube import lease, policy_status, state_map, view, writer
+from graceguard.adapters.kube import lease, policy_status, state_map, view, writer, written
 from graceguard.adapters.kube import logs as kube_logs
 from graceguard.controller import (
     deadlines,
@@ -114,6 +114,8 @@ class _Adapters:
     writes: kube_client.Client
     """The executor's writes' own client (``writer``'s: requests only, no watch)."""
     writer: writer.LightkubeWriter
+    written: written.Writes
+    """The writer's pod and node writes until the view's informers have seen them."""
     log_source: kube_logs.KubeLogSource
     elector: lease.LeaseElector
     sender: notify_http.HttpSender
@@ -142,11 +144,13 @@ async def _adapters(
     ledger, client, writes = await _connect(
         ledger_url=ledger_url, kubeconfig=kubeconfig, writers=writers
     )
+    registry = written.Writes()
     return _Adapters(
         ledger=ledger,
         client=client,
         writes=writes,
-        writer=writer.LightkubeWriter(writes, instance=identity),
+        writer=writer.LightkubeWriter(writes, instance=identity, writes=registry),
+        written=registry,
         log_source=kube_logs.KubeLogSource(client),
         elector=lease.LeaseElector(
             client, namespace=lease_namespace, name=lease_name, identity=identity
@@ -192,6 +196,7 @@ def _services(
         io.client,
         ledger=io.ledger,
         cluster_writer=io.writer,
+        written_by=io.written,
         notifier=notifier,
         counted=counted,
         log_source=io.log_source,
@@ -304,6 +309,7 @@ def _observed_view(
     *,
     ledger: ledger_store.Ledger,
     cluster_writer: writer.LightkubeWriter,
+    written_by: written.Writes,
     notifier: notify.Notifier,
     counted: metrics.ControllerMetrics,
     log_source: kube_logs.KubeLogSource,
@@ -317,6 +323,7 @@ def _observed_view(
         on_pod_event=lambda kind, raw: observer.on_pod(kind, raw),  # noqa: PLW0108
         on_event=lambda kind, raw: observer.on_event(kind, raw),  # noqa: PLW0108
         sightings=True,
+        writes=written_by,
     )
     observer = recording.TerminationObserver(
         actions=ledger.actions,

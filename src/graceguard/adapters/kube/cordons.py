@@ -17,7 +17,7 @@ from lightkube.core.exceptions import ApiError
 from lightkube.types import PatchType
 
 from graceguard.adapters.kube import client as kube_client
-from graceguard.adapters.kube import resources
+from graceguard.adapters.kube import resources, written
 from graceguard.domain import node_cordon
 
 ATTEMPTS = 5
@@ -39,27 +39,31 @@ def unschedulable_set_by(metadata: Mapping[str, Any]) -> frozenset[str]:
 
 async def cordon(
     client: lightkube.AsyncClient, *, node: str, request_id: str, read_version: str | None = None
-) -> bool:
-    """Cordon ``node`` for ``request_id`` with graceguard's mark; ``False`` when it was cordoned
-    already (by anyone: left as it is, not marked). ``read_version``: a resourceVersion at
-    which the node was known schedulable (the caller's cache): the first patch goes over it
-    without a read; a node changed since (409) is read and checked as without it."""
-    if read_version and await _cordon_over(client, node, request_id, read_version):
-        return True
+) -> str | None:
+    """Cordon ``node`` for ``request_id`` with graceguard's mark: the node's resourceVersion
+    after the cordon (``""`` if the answer had none), ``None`` when it was cordoned already (by
+    anyone: left as it is, not marked). ``read_version``: a resourceVersion at which the node
+    was known schedulable (the caller's cache): the first patch goes over it without a read; a
+    node changed since (409) is read and checked as without it."""
+    if read_version:
+        made = await _cordon_over(client, node, request_id, read_version)
+        if made is not None:
+            return made
     for _ in range(ATTEMPTS):
         doc = resources.document(await client.get(resources.Node, node))
         if (doc.get("spec") or {}).get("unschedulable"):
-            return False
-        if await _cordon_over(client, node, request_id, doc["metadata"]["resourceVersion"]):
-            return True
+            return None
+        version = doc["metadata"]["resourceVersion"]
+        if (made := await _cordon_over(client, node, request_id, version)) is not None:
+            return made
     raise RuntimeError(f"node {node} kept changing under the cordon ({ATTEMPTS} conflicts)")
 
 
 async def _cordon_over(
     client: lightkube.AsyncClient, node: str, request_id: str, version: str
-) -> bool:
-    """The cordon and graceguard's mark in one patch over ``version``; ``False`` on a conflict
-    (the node changed since)."""
+) -> str | None:
+    """The cordon and graceguard's mark in one patch over ``version``: the node's version
+    after it (``""`` if the answer had none); ``None`` on a conflict (the node changed since)."""
     patch = {
         "metadata": {
             "resourceVersion": version,
@@ -68,12 +72,12 @@ async def _cordon_over(
         "spec": {"unschedulable": True},
     }
     try:
-        await client.patch(resources.Node, node, patch, patch_type=PatchType.MERGE)
+        patched = await client.patch(resources.Node, node, patch, patch_type=PatchType.MERGE)
     except ApiError as err:
         if err.status.code != 409:
             raise
-        return False
-    return True
+        return None
+    return written.version_of(patched) or ""
 
 
 def _decision(doc: Mapping[str, Any]) -> node_cordon.Retraction:

@@ -3,7 +3,9 @@
 On any watch failure (410 Gone included) it lists again and drops what the new list no longer
 has, so deletions during the gap are not missed. Objects that cannot be read are logged and
 skipped: one malformed object never stops the watch. ``changed`` is set on every change so the
-controller can reconcile; ``on_event`` sees raw events (the ledger watches deletions through it).
+controller can reconcile; ``on_event`` sees raw events (the ledger watches deletions through it);
+``writes`` (with its ``kind``) is told each version applied, so graceguard's own writes are known
+seen (``written``).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import lightkube
 from lightkube.core import resource as lightkube_resource
 from lightkube.core.exceptions import ApiError
 
+from graceguard.adapters.kube import written
 from graceguard.manifests.errors import ManifestError
 
 log = logging.getLogger(__name__)
@@ -59,8 +62,12 @@ class Informer(Generic[T]):
         fields: dict[str, str] | None = None,
         keep: bool = True,
         hook_on_relist: bool = False,
+        writes: tuple[str, written.Writes] | None = None,
     ) -> None:
+        """``writes``: the kind graceguard's writes name this resource by (``pod``, ``node``)
+        and the registry told what is applied."""
         self.name = resource.__name__
+        self._writes = writes
         self._client = client
         self._resource = resource
         self._convert = convert
@@ -150,6 +157,7 @@ class Informer(Generic[T]):
         seen: set[str] = set()
         rv = ""
         more = True
+        began = self._writes[1].now() if self._writes is not None else 0.0
         while more:
             response = await generic.send(  # type: ignore[no-untyped-call]
                 generic.build_adapter_request(request)
@@ -165,6 +173,9 @@ class Informer(Generic[T]):
             self.store.pop(key, None)
             self.versions.pop(key, None)
             self._changed_store()
+        if self._writes is not None:
+            kind, writes = self._writes
+            writes.relisted(kind, began=began)
         if not self.available:
             log.info("%s: the resource is there now; watching it", self.name)
         self.available = True
@@ -185,6 +196,15 @@ class Informer(Generic[T]):
                 await self._on_event(event_type, raw)
             except Exception:  # an observer's failure must not stop the watch
                 log.exception("%s informer: event hook failed for %s", self.name, key)
+        # No await from here to the store updated: ``settle`` never sees one without the other.
+        if self._writes is not None:
+            kind, writes = self._writes
+            writes.observed(
+                f"{kind}:{key}",
+                version=resource_version(raw),
+                going=written.going(raw),
+                gone=event_type == "DELETED",
+            )
         if event_type == "DELETED":
             if self.store.pop(key, None) is not None:
                 self.versions.pop(key, None)

@@ -21,7 +21,7 @@ from typing import Any, Generic, TypeVar
 import lightkube
 
 from graceguard.adapters.kube import disruptions as kube_disruptions
-from graceguard.adapters.kube import resources
+from graceguard.adapters.kube import resources, written
 from graceguard.adapters.kube import sightings as kube_sightings
 from graceguard.adapters.kube.informer import Informer, RawHook
 from graceguard.domain import annotations as ann
@@ -188,10 +188,13 @@ class ClusterView:
         on_pod_event: RawHook | None = None,
         on_event: RawHook | None = None,
         sightings: bool = False,
+        writes: written.Writes | None = None,
     ) -> None:
         """``sightings``: watch the webhook's ``EvictionRequested`` events (the controller), so
-        that each taken-over request carries when its evictor last asked."""
+        that each taken-over request carries when its evictor last asked. ``writes``: the
+        writer's registry of its pod and node writes, which ``settle`` waits on."""
         self.changed = asyncio.Event()
+        self._writes = writes
         self.sightings = kube_sightings.watch(client) if sightings else None
         self.events: Informer[None] | None = None
         if on_event is not None:
@@ -212,9 +215,14 @@ class ClusterView:
             changed=self.changed,
             on_event=on_pod_event,
             page_size=POD_PAGE_SIZE,
+            writes=("pod", writes) if writes is not None else None,
         )
         self.nodes = Informer(
-            client=client, resource=resources.Node, convert=compact_node, changed=self.changed
+            client=client,
+            resource=resources.Node,
+            convert=compact_node,
+            changed=self.changed,
+            writes=("node", writes) if writes is not None else None,
         )
         self.namespaces = Informer(
             client=client,
@@ -376,12 +384,19 @@ class ClusterView:
         return {key: self._current(key) or "" for key in keys}
 
     async def settle(self, before: dict[str, str], *, timeout: float = 5.0) -> bool:
-        """Wait until every object in ``before`` shows a newer version (or is gone): the cache
-        then reflects graceguard's own writes. ``False`` if that took longer than ``timeout``."""
+        """Wait until every object in ``before`` shows a newer version (or is gone) and, for
+        pods and nodes, until the informers have seen each of graceguard's writes of it
+        (``written``: a newer version can be the first of two writes): the cache then reflects
+        graceguard's own writes. ``False`` if that took longer than ``timeout``."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
+        writes = self._writes
         while True:
-            pending = [key for key, rv in before.items() if self._current(key) == rv]
+            pending = [
+                key
+                for key, rv in before.items()
+                if self._current(key) == rv or (writes is not None and writes.pending(key))
+            ]
             if not pending:
                 return True
             if loop.time() >= deadline:

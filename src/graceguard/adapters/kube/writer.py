@@ -10,6 +10,10 @@ the Disruption store (``adapters.kube.disruptions``) to its status subresource, 
 Conflict) when anyone changed the object since: a Disruption cancelled or completed by someone else
 mid-round is never written back to the phase the round planned from. One deleted meanwhile is
 simply gone.
+
+With ``writes``, each pod and node write is registered there before it is sent and answered
+with the version it made (an eviction or a delete: with the pod going), so the view's ``settle``
+waits until its informers have seen each one (``written``).
 """
 
 from __future__ import annotations
@@ -17,7 +21,8 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
 
 import lightkube
 from lightkube.core.exceptions import ApiError
@@ -26,7 +31,7 @@ from lightkube.resources.apps_v1 import Deployment
 from lightkube.resources.core_v1 import Node, Pod
 from lightkube.types import PatchType
 
-from graceguard.adapters.kube import cordons, events, sightings
+from graceguard.adapters.kube import cordons, events, sightings, written
 from graceguard.adapters.kube import disruptions as kube_disruptions
 from graceguard.controller import ports
 from graceguard.domain import annotations as ann
@@ -76,8 +81,10 @@ class LightkubeWriter:
         *,
         instance: str | None = None,
         component: str = "graceguard.io/controller",
+        writes: written.Writes | None = None,
     ) -> None:
         self._client = client
+        self._writes = writes
         self._disruptions = kube_disruptions.DisruptionStore(client)
         self._instance = instance or os.environ.get("POD_NAME", "graceguard")
         self._component = component
@@ -119,26 +126,47 @@ class LightkubeWriter:
         test_adapter_contract.py shows it on the API server): a notice is one write, never
         half on the pod."""
         annotations = pod_writes.annotation_changes(write)
+        resource: Any = Pod.Status
+        how = PatchType.STRATEGIC
         match write:
             case pod_writes.NoticePosted(notice=notice):
-                await self._patch_status(pod, notice_patch(notice))
+                body = notice_patch(notice)
             case pod_writes.NoticeWithdrawn():
-                withdrawn = {"type": CONDITION, "$patch": "delete"}
-                await self._patch_status(pod, status_patch(annotations, withdrawn))
+                body = status_patch(annotations, {"type": CONDITION, "$patch": "delete"})
             case _:
-                await self._client.patch(
-                    Pod,
-                    pod.name,
+                body, resource, how = (
                     {"metadata": {"annotations": annotations}},
-                    namespace=pod.namespace,
-                    patch_type=PatchType.MERGE,
+                    Pod,
+                    PatchType.MERGE,
                 )
-
-    async def _patch_status(self, pod: act.PodRef, patch: dict[str, object]) -> None:
-        """``patch`` (``status_patch``) as a strategic merge patch of the status subresource."""
-        await self._client.patch(
-            Pod.Status, pod.name, patch, namespace=pod.namespace, patch_type=PatchType.STRATEGIC
+        await self._tracked(
+            f"pod:{pod.key}",
+            lambda: self._client.patch(
+                resource, pod.name, body, namespace=pod.namespace, patch_type=how
+            ),
         )
+
+    async def _tracked(
+        self,
+        key: str,
+        send: Callable[[], Awaitable[Any]],
+        *,
+        going: bool = False,
+        version: Callable[[Any], str | None] = written.version_of,
+    ) -> Any:
+        """``send()``'s answer, the write registered in ``writes`` (if any) before it is sent
+        and answered with the version it made (``version`` of the answer); a failed one is
+        dropped."""
+        if self._writes is None:
+            return await send()
+        write = self._writes.begin(key, going=going)
+        try:
+            answer = await send()
+        except BaseException:
+            self._writes.failed(write)
+            raise
+        self._writes.answered(write, version=version(answer))
+        return answer
 
     async def evict(
         self, *, pod: act.PodRef, grace_seconds: int
@@ -148,7 +176,11 @@ class LightkubeWriter:
             deleteOptions=DeleteOptions(gracePeriodSeconds=grace_seconds),
         )
         try:
-            await self._client.create(eviction, name=pod.name, namespace=pod.namespace)
+            await self._tracked(
+                f"pod:{pod.key}",
+                lambda: self._client.create(eviction, name=pod.name, namespace=pod.namespace),
+                going=True,
+            )
         except ApiError as err:
             if err.status.code == 429:
                 return ports.EvictionResult.REFUSED, str(err.status.message)
@@ -159,8 +191,12 @@ class LightkubeWriter:
 
     async def delete(self, *, pod: act.PodRef, grace_seconds: int) -> bool:
         try:
-            await self._client.delete(
-                Pod, pod.name, namespace=pod.namespace, grace_period=grace_seconds
+            await self._tracked(
+                f"pod:{pod.key}",
+                lambda: self._client.delete(
+                    Pod, pod.name, namespace=pod.namespace, grace_period=grace_seconds
+                ),
+                going=True,
             )
         except ApiError as err:
             if err.status.code == 404:
@@ -170,8 +206,12 @@ class LightkubeWriter:
 
     async def cordon(self, *, node: str, request_id: str, read_version: str | None = None) -> None:
         """Marked as graceguard's, and only when nobody had cordoned it (``cordons.cordon``)."""
-        await cordons.cordon(
-            self._client, node=node, request_id=request_id, read_version=read_version
+        await self._tracked(
+            f"node:{node}",
+            lambda: cordons.cordon(
+                self._client, node=node, request_id=request_id, read_version=read_version
+            ),
+            version=lambda made: made or None,  # None: cordoned already, nothing written
         )
 
     async def roll_out(self, *, workload: cluster.WorkloadRef, at: dt.datetime) -> None:
@@ -198,19 +238,25 @@ class LightkubeWriter:
         """``spec.unschedulable`` and graceguard's mark removed, in one merge patch (the engine
         asks only for a node its mark names: ``engine.takeovers``)."""
         changes = node_cordon.annotation_changes(request_id=None)
-        await self._client.patch(
-            Node,
-            node,
-            {"spec": {"unschedulable": None}, "metadata": {"annotations": changes}},
-            patch_type=PatchType.MERGE,
+        await self._tracked(
+            f"node:{node}",
+            lambda: self._client.patch(
+                Node,
+                node,
+                {"spec": {"unschedulable": None}, "metadata": {"annotations": changes}},
+                patch_type=PatchType.MERGE,
+            ),
         )
 
     async def hold_node(self, *, node: str, request_id: str | None) -> None:
         """The annotations ``node_hold`` maps the hold for ``request_id`` to (``None``: let
         go), in one merge patch."""
         changes = node_hold.annotation_changes(request_id=request_id)
-        await self._client.patch(
-            Node, node, {"metadata": {"annotations": changes}}, patch_type=PatchType.MERGE
+        await self._tracked(
+            f"node:{node}",
+            lambda: self._client.patch(
+                Node, node, {"metadata": {"annotations": changes}}, patch_type=PatchType.MERGE
+            ),
         )
 
     async def complete_disruption(
