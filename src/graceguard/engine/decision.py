@@ -78,6 +78,16 @@ def whole_second(t: dt.datetime) -> dt.datetime:
     return t.replace(microsecond=0) + dt.timedelta(seconds=1)
 
 
+def soonest(now: dt.datetime, lead: dt.timedelta) -> dt.datetime:
+    """The earliest eviction time a notice of ``lead`` from ``now`` allows, a whole second: the
+    one the lead runs out in, rounded up (the pod gets all of it); with no lead, the second
+    ``now`` is in, rounded down, so that an eviction due at once goes in the same round as its
+    notice rather than waiting up to a second (and a round) for a rounded-up instant."""
+    if lead > dt.timedelta(0):
+        return whole_second(now + lead)
+    return now.replace(microsecond=0)
+
+
 def previous_notice(pod: cluster.Pod, source: str) -> dt.datetime | None:
     """The eviction time graceguard already told this pod for ``source``, if any."""
     if pod.notice_stage is None or pod.annotations.get(ann.EVICTION_REASON) != source:
@@ -161,9 +171,11 @@ def _after_notice(
     nominated gets its full lead from now), else the full lead from now or the floor, whichever
     is later; a ``notice`` blocker when the lead holds the pod past now and the floor."""
     if previous is not None and (floor is None or previous >= floor):
-        target = previous if scheduled else max(previous, whole_second(now + lead))
+        target = previous if scheduled else max(previous, soonest(now, lead))
+    elif floor is not None and floor > now + lead:
+        target = whole_second(floor)
     else:
-        target = whole_second(max(floor or now, now + lead))
+        target = soonest(now, lead)
     if target > now and (floor is None or target > floor) and lead > dt.timedelta(0):
         blockers.append(
             Blocker(
