@@ -5,7 +5,10 @@ Both servers are separate processes pinned to core 0 (``taskset -c 0``); this ge
 to core 1. The webhook is the production stack — ``adapters.webhook_server`` (aiohttp, TLS),
 ``webhook.service.AdmissionService``, ``adapters.kube.admission_state.LiveAdmissionState`` —
 over a synthetic cluster of ``NODES * PODS_PER_NODE`` pods loaded into its informer stores, with
-the facts rebuilt every second as in a busy cluster (the stores are marked changed each second).
+the facts rebuilt every second as in a busy cluster: before each rebuild ``CHURN_PODS`` pods (1 %)
+and ``CHURN_DEPLOYMENTS`` Deployments are replaced in the stores by new objects, as a watch's
+updates replace them (the same contents, so the reviews' answers stay those of the first build;
+the rebuild's work is that of the objects replaced, ``admission.FactsTally``).
 The trivial server is aiohttp with the same TLS and reads the review's uid to answer
 ``allowed: true``. Reviews ask to evict random pods of that cluster (protected batch pods,
 replicas under floors and PDBs, plain pods) as the cluster-autoscaler.
@@ -74,6 +77,7 @@ CONNECTIONS = 16
 STEP_SECONDS = 4.0
 STEP_RATES = (500, 1000, 1500, 2000, 2500, 3000, 3500, 4000, 5000, 6000)
 NODES, PODS_PER_NODE = 1000, 30
+CHURN_PODS, CHURN_DEPLOYMENTS = 300, 5
 TARGET_P99_MS = 5.0
 TARGET_RATIO = 1.2
 SERVER_CORE, CLIENT_CORE = 0, 1
@@ -144,9 +148,17 @@ async def _serve_webhook(port: int, cert: pathlib.Path, key: pathlib.Path) -> No
     )
     builds: list[float] = []
 
+    rng = random.Random(5)
+    pod_keys, deployment_keys = list(v.pods.store), list(v.deployments.store)
+
     async def churn() -> None:  # a busy cluster: something changes every second
         while True:
             await asyncio.sleep(1.0)
+            # As a watch updates its store: a new object under the key (a status update).
+            for k in rng.sample(pod_keys, CHURN_PODS):
+                v.pods.store[k] = dataclasses.replace(v.pods.store[k])
+            for k in rng.sample(deployment_keys, CHURN_DEPLOYMENTS):
+                v.deployments.store[k] = dataclasses.replace(v.deployments.store[k])
             t0 = time.perf_counter()
             await state.rebuild()
             builds.append(time.perf_counter() - t0)
@@ -164,6 +176,7 @@ async def _serve_webhook(port: int, cert: pathlib.Path, key: pathlib.Path) -> No
         json.dumps(
             {
                 "facts_rebuilds": len(builds),
+                "churn_per_rebuild": {"pods": CHURN_PODS, "deployments": CHURN_DEPLOYMENTS},
                 "facts_rebuild_ms": round(statistics.median(builds) * 1000, 1) if builds else None,
                 "gc_pauses": {
                     f"gen{g}": {
