@@ -12,8 +12,9 @@
   facts it decides from.
 - ``writer``: ``controller.ports.ClusterWriter`` (notices, evictions, cordons, Disruption
   statuses); ``written``: its pod and node writes until the view's informers have seen them
-  (what ``view``'s ``settle`` waits on); ``cordons``: a cordon with graceguard's mark, only where nobody had cordoned, and
-  its taking back on uninstall; ``events``: the Event objects every process reports;
+  (what ``view``'s ``settle`` waits on); ``cordons``: a cordon with graceguard's mark, only
+  where nobody had cordoned, and its taking back on uninstall; ``events``: the Event objects
+  every process reports;
   ``policy_status``: the DisruptionPolicy's status; ``logs``: ``pods/log`` as the controller's
   ``LogSource``.
 - ``disruptions``: the ``Disruption`` store, through which every creation, read, watch and
