@@ -14,6 +14,7 @@ so a caller that clamps to a cap (annotations) can tell "too large" from "not a 
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import re
 
 _UNIT_NS = {
@@ -107,8 +108,11 @@ def _quoted(text: str) -> str:
     return f"{text[:_QUOTED_MAX]!r}... ({len(text)} characters)"
 
 
+@functools.lru_cache(maxsize=1024)
 def format_duration(value: dt.timedelta) -> str:
-    """Format like Go's ``Duration.String``: ``10m0s``, ``1h30m0s``, ``2.5s``, ``0s``."""
+    """Format like Go's ``Duration.String``: ``10m0s``, ``1h30m0s``, ``2.5s``, ``0s``. Kept for
+    the last 1,024 values: the same few leads and delays are worded for every pod, once per
+    webhook review."""
     us = value // dt.timedelta(microseconds=1)
     if us == 0:
         return "0s"

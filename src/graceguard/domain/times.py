@@ -40,7 +40,7 @@ def time_in(annotations: Mapping[str, str], key: str) -> dt.datetime | None:
 
 def format_time(value: dt.datetime) -> str:
     """Format an aware instant as RFC 3339 in UTC, whole seconds unless it has a fraction."""
-    utc = value.astimezone(UTC)
-    if utc.microsecond:
-        return utc.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    return utc.strftime("%Y-%m-%dT%H:%M:%SZ")
+    utc = value if value.tzinfo is UTC else value.astimezone(UTC)
+    # isoformat writes the fraction only when there is one, six digits as %f, then "+00:00":
+    # faster than strftime, and this runs for every refusal the webhook words.
+    return utc.isoformat()[:-6] + "Z"
