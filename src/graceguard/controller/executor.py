@@ -27,7 +27,7 @@ import logging
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 
 from graceguard.controller import ports, window_memory
-from graceguard.domain import deadlines, durations, notifications, pod_writes, times
+from graceguard.domain import deadlines, durations, notifications, pod_writes, termination, times
 from graceguard.engine import actions as act
 
 log = logging.getLogger(__name__)
@@ -183,6 +183,9 @@ class Executor:
         self._holds = holds
         self._warned: set[tuple[str, str, str]] = set()
         self._refused: dict[str, dt.datetime] = {}
+        self._captures: dict[str, asyncio.Task[termination.CapturedLogs]] = {}
+        """Pod key -> the capture of its last logs begun as its round began
+        (``_capture_early``), taken by its eviction (``_recorded``)."""
         self._untold: dict[str, tuple[dt.datetime, dt.datetime]] = {}
         """Pod key -> the first and the last round that held its eviction back for a notice that
         could not be posted (``NOTICE_WAIT``)."""
@@ -294,18 +297,57 @@ class Executor:
         ``requeue``: given to the round's last step when it posts notices (``_notices``)."""
         outcomes: list[Outcome] = []
         steps = pod_steps(actions)
-        for n, step in enumerate(steps):
-            last = requeue if n == len(steps) - 1 else None
-            outcomes.extend(await self._step(step, now, read, stale=stale, requeue=last))
-            if not isinstance(step[0], act.PostNotice):
-                continue
-            if all(o.ok for o in outcomes[-len(step) :]):
-                self._untold.pop(step[0].pod.key, None)
-                continue
-            rest = actions[len(outcomes) :]
-            if self._waits_for_notice(step[0].pod, rest, now):
-                return [*outcomes, *(Outcome(a, True, UNTOLD) for a in rest)]
-        return outcomes
+        early = self._capture_early(steps, now, stale=stale)
+        try:
+            for n, step in enumerate(steps):
+                last = requeue if n == len(steps) - 1 else None
+                outcomes.extend(await self._step(step, now, read, stale=stale, requeue=last))
+                if not isinstance(step[0], act.PostNotice):
+                    continue
+                if all(o.ok for o in outcomes[-len(step) :]):
+                    self._untold.pop(step[0].pod.key, None)
+                    continue
+                rest = actions[len(outcomes) :]
+                if self._waits_for_notice(step[0].pod, rest, now):
+                    return [*outcomes, *(Outcome(a, True, UNTOLD) for a in rest)]
+            return outcomes
+        finally:
+            unused = self._captures.pop(early, None) if early is not None else None
+            if unused is not None:  # held back, or failed before its eviction: not recorded
+                unused.cancel()
+
+    def _capture_early(
+        self,
+        steps: Sequence[tuple[act.Action, ...]],
+        now: dt.datetime,
+        *,
+        stale: Collection[str | None],
+    ) -> str | None:
+        """Begin the capture of the pod's last logs as its round begins, when its eviction comes
+        after other steps (its notices): the capture then runs beside them rather than after
+        them, still before the eviction is sent and recorded (``_recorded``). The pod's key
+        (``None``: nothing begun: no recorder, no such eviction, or one that will be skipped)."""
+        if self._recorder is None or len(steps) < 2:
+            return None
+        stop = next(
+            (a for step in steps[1:] for a in step if isinstance(a, act.Evict | act.ForceDelete)),
+            None,
+        )
+        if stop is None or stop.request_id in stale:
+            return None
+        if isinstance(stop, act.Evict) and self.refused_recently(stop.pod, now):
+            return None
+        self._captures[stop.pod.key] = asyncio.create_task(self._recorder.capture(pod=stop.pod))
+        return stop.pod.key
+
+    async def _recorded(self, action: act.Evict | act.ForceDelete) -> None:
+        """The eviction in the ledger with the pod's last logs (the capture begun early for it, if
+        any), before it is sent."""
+        if self._recorder is None:
+            return
+        early = self._captures.pop(action.pod.key, None)
+        captured = await early if early is not None else None
+        await self._recorder.before_eviction(action=action, captured=captured)
 
     def _waits_for_notice(
         self, pod: act.PodRef, rest: Sequence[act.Action], now: dt.datetime
@@ -544,8 +586,7 @@ class Executor:
         pod, grace, c = action.pod, action.grace_seconds, self._cluster
         if self.refused_recently(pod, now):
             return "backing off"
-        if self._recorder is not None:
-            await self._recorder.before_eviction(action=action)
+        await self._recorded(action)
         if action.window is not None:
             await self.windows.claim(pod.key, action.window, now=now)
         try:
@@ -579,8 +620,7 @@ class Executor:
 
     async def _force_delete(self, action: act.ForceDelete, now: dt.datetime) -> str:
         pod, grace = action.pod, action.grace_seconds
-        if self._recorder is not None:
-            await self._recorder.before_eviction(action=action)
+        await self._recorded(action)
         message = (
             f"Deleted past its budget with its grace period of {grace}s "
             f"({durations.format_duration(dt.timedelta(seconds=grace))}), "

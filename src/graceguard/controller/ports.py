@@ -127,7 +127,20 @@ class HoldKeeper(Protocol):
 class EvictionRecorder(Protocol):
     """Called before graceguard stops a pod, so its last logs and cause reach the ledger."""
 
-    async def before_eviction(self, *, action: act.Evict | act.ForceDelete) -> None: ...
+    async def capture(self, *, pod: act.PodRef) -> termination.CapturedLogs:
+        """The pod's last log lines, for ``before_eviction`` (never raises: a capture that
+        fails says why in its status)."""
+        ...
+
+    async def before_eviction(
+        self,
+        *,
+        action: act.Evict | act.ForceDelete,
+        captured: termination.CapturedLogs | None = None,
+    ) -> None:
+        """Write the eviction down with the ``captured`` logs (``None``: ``capture`` them
+        now)."""
+        ...
 
 
 class NoLogs(Exception):  # noqa: N818 - an answer ("there are no logs"), not a caller's error

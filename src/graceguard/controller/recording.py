@@ -1,5 +1,6 @@
-"""Feeding the ledger: graceguard's own evictions (with the pod's last log lines, captured just
-before), and every termination on the cluster, whoever started it.
+"""Feeding the ledger: graceguard's own evictions (with the pod's last log lines, captured before
+the eviction is sent: in the same round, beside the pod's notice when one goes first, see
+``executor``), and every termination on the cluster, whoever started it.
 
 Terminations are recorded when the pod is gone (all its events are in by then), keyed by
 ``(uid, start)`` so a replica or a restart that sees the same deletion writes it once. A
@@ -51,18 +52,27 @@ class Recorder:
         self._lines = lines
         self._clock = clock
 
-    async def before_eviction(self, *, action: act.Evict | act.ForceDelete) -> None:
+    async def capture(self, *, pod: act.PodRef) -> termination.CapturedLogs:
+        """The last lines of each of the pod's containers (never raises: see ``logs``)."""
         if self._logs is None:
-            captured = termination.CapturedLogs((), termination.no_logs("no log source"))
-        else:
-            try:
-                names = await self._containers(action.pod)
-            except Exception as err:  # a failed lookup means no logs, not no eviction
-                names = ()
-                log.warning("cannot list the containers of %s: %s", action.pod.key, err)
-            captured = await logs.capture_last_logs(
-                self._logs, action.pod, containers=names, lines=self._lines
-            )
+            return termination.CapturedLogs((), termination.no_logs("no log source"))
+        try:
+            names = await self._containers(pod)
+        except Exception as err:  # a failed lookup means no logs, not no eviction
+            names = ()
+            log.warning("cannot list the containers of %s: %s", pod.key, err)
+        return await logs.capture_last_logs(self._logs, pod, containers=names, lines=self._lines)
+
+    async def before_eviction(
+        self,
+        *,
+        action: act.Evict | act.ForceDelete,
+        captured: termination.CapturedLogs | None = None,
+    ) -> None:
+        """Claim the eviction in the ledger with the ``captured`` logs (``None``: captured
+        now), before the executor sends it."""
+        if captured is None:
+            captured = await self.capture(pod=action.pod)
         forced = isinstance(action, act.ForceDelete)
         record = ledger.ActionRecord(
             namespace=action.pod.namespace,
