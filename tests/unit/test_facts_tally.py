@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import random
-from collections.abc import Mapping
+from collections.abc import Generator, Mapping
 
 from graceguard.domain import annotations as ann
 from graceguard.domain import budgets as domain_budgets
@@ -131,6 +131,7 @@ def test_each_pass_makes_the_facts_a_fresh_build_makes() -> None:
     pol = policy.DEFAULT
     tally = admission.FactsTally()
     changed_facts = 0
+    yielded = 0
     for _round in range(60):
         before = tally.facts()
         for _ in range(rng.randrange(0, 30)):
@@ -173,7 +174,7 @@ def test_each_pass_makes_the_facts_a_fresh_build_makes() -> None:
                 chunk=7,
             )
         )
-        assert steps  # cut into chunks
+        yielded += len(steps)
         got = tally.facts()
         want = _comparable(_fresh(store, workloads, budgets, owners, pol))
         assert _comparable(got) == want
@@ -183,6 +184,7 @@ def test_each_pass_makes_the_facts_a_fresh_build_makes() -> None:
         assert _comparable(built) == want
         changed_facts += got != before
     assert changed_facts > 30  # the rounds did change the facts
+    assert yielded > 60  # in chunks (of 7 pods' work)
 
 
 def test_a_pass_over_an_unchanged_store_keeps_the_facts() -> None:
@@ -217,3 +219,47 @@ def test_a_pass_over_an_unchanged_store_keeps_the_facts() -> None:
     assert _comparable(after) == _comparable(
         _fresh(store, workloads, budgets, owners, policy.DEFAULT)
     )
+
+
+def test_a_store_in_another_order_or_a_pass_left_half_done_costs_work_not_correctness() -> None:
+    """The pass compares its lists with the last pass's by position (a store keeps the order of
+    the keys that stay); a store rebuilt in another order, or a pass abandoned between two
+    chunks (its task cancelled), still ends in the facts of the store."""
+    rng = random.Random(3)
+    store = {p.key: p for p in (_pod(rng, i) for i in range(200))}
+    workloads, budgets, owners = _workloads(rng), _budgets(rng), _owners(rng)
+    tally = admission.FactsTally()
+
+    def steps() -> Generator[None, None, None]:
+        return tally.steps(
+            keys=list(store),
+            pods=list(store.values()),
+            workloads=workloads,
+            budgets=budgets,
+            owners=owners,
+            pol=policy.DEFAULT,
+            namespaces={"a": {}},
+            chunk=5,
+        )
+
+    def want() -> admission.Facts:
+        return _comparable(_fresh(store, workloads, budgets, owners, policy.DEFAULT))
+
+    for _ in steps():
+        pass
+    assert _comparable(tally.facts()) == want()
+    shuffled = list(store.items())
+    rng.shuffle(shuffled)
+    store = {key: dataclasses.replace(p, ready=not p.ready) for key, p in shuffled[:150]}
+    for _ in steps():
+        pass
+    assert _comparable(tally.facts()) == want()
+    for key in list(store)[:40]:
+        store[key] = dataclasses.replace(store[key], ready=not store[key].ready)
+    half = steps()
+    next(half)
+    next(half)
+    half.close()  # abandoned after two chunks
+    for _ in steps():
+        pass
+    assert _comparable(tally.facts()) == want()
