@@ -7,8 +7,9 @@ to core 1. The webhook is the production stack — ``adapters.webhook_server`` (
 over a synthetic cluster of ``NODES * PODS_PER_NODE`` pods loaded into its informer stores, with
 the facts rebuilt every second as in a busy cluster: before each rebuild ``CHURN_PODS`` pods (1 %)
 and ``CHURN_DEPLOYMENTS`` Deployments are replaced in the stores by new objects, as a watch's
-updates replace them (the same contents, so the reviews' answers stay those of the first build;
-the rebuild's work is that of the objects replaced, ``admission.FactsTally``).
+updates replace them, in ``CHURN_GROUPS`` groups over the second (the same contents, so the
+reviews' answers stay those of the first build; the rebuild's work is that of the objects
+replaced, ``admission.FactsTally``; a watch's own work, reading each event, is not here).
 The trivial server is aiohttp with the same TLS and reads the review's uid to answer
 ``allowed: true``. Reviews ask to evict random pods of that cluster (protected batch pods,
 replicas under floors and PDBs, plain pods) as the cluster-autoscaler.
@@ -83,7 +84,7 @@ CONNECTIONS = 16
 STEP_SECONDS = 4.0
 STEP_RATES = (500, 1000, 1500, 2000, 2500, 3000, 3500, 4000, 5000, 6000)
 NODES, PODS_PER_NODE = 1000, 30
-CHURN_PODS, CHURN_DEPLOYMENTS = 300, 5
+CHURN_PODS, CHURN_DEPLOYMENTS, CHURN_GROUPS = 300, 5, 30
 TARGET_P99_MS = 5.0
 TARGET_RATIO = 1.2
 SERVER_CORE, CLIENT_CORE = 0, 1
@@ -117,15 +118,24 @@ def _gc_pauses() -> dict[int, list[float]]:
     return pauses
 
 
-def _change(
-    v: view.ClusterView, rng: random.Random, pod_keys: list[str], deployment_keys: list[str]
+async def _change(
+    v: view.ClusterView,
+    rng: random.Random,
+    pod_keys: list[str],
+    deployment_keys: list[str],
+    seconds: float,
 ) -> None:
     """A second's churn, as a watch updates its store: a new object under the key (a status
-    update)."""
-    for k in rng.sample(pod_keys, CHURN_PODS):
-        v.pods.store[k] = dataclasses.replace(v.pods.store[k])
-    for k in rng.sample(deployment_keys, CHURN_DEPLOYMENTS):
-        v.deployments.store[k] = dataclasses.replace(v.deployments.store[k])
+    update), spread over ``seconds`` in ``CHURN_GROUPS`` groups as a watch delivers its events
+    one by one, not all at once."""
+    pods = rng.sample(pod_keys, CHURN_PODS)
+    deployments = rng.sample(deployment_keys, CHURN_DEPLOYMENTS)
+    for group in range(CHURN_GROUPS):
+        await asyncio.sleep(seconds / CHURN_GROUPS)
+        for k in pods[group::CHURN_GROUPS]:
+            v.pods.store[k] = dataclasses.replace(v.pods.store[k])
+        for k in deployments[group::CHURN_GROUPS]:
+            v.deployments.store[k] = dataclasses.replace(v.deployments.store[k])
 
 
 class _TimedService(AdmissionService):
@@ -186,8 +196,7 @@ async def _serve_webhook(port: int, cert: pathlib.Path, key: pathlib.Path) -> No
 
     async def churn() -> None:  # a busy cluster: something changes every second
         while True:
-            await asyncio.sleep(1.0)
-            _change(v, rng, pod_keys, deployment_keys)
+            await _change(v, rng, pod_keys, deployment_keys, 1.0)
             t0 = time.perf_counter()
             await state.rebuild()
             builds.append(time.perf_counter() - t0)
@@ -202,7 +211,7 @@ async def _serve_webhook(port: int, cert: pathlib.Path, key: pathlib.Path) -> No
         task.cancel()
     await runner.cleanup()
     # A rebuild's CPU alone (after the same churn, nothing else running in its pauses).
-    _change(v, rng, pod_keys, deployment_keys)
+    await _change(v, rng, pod_keys, deployment_keys, 0.0)
     cpu = time.thread_time()
     await state.rebuild()
     rebuild_cpu = time.thread_time() - cpu
