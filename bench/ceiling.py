@@ -53,10 +53,12 @@ from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.core_v1 import Namespace, Pod
 from lightkube.types import PatchType
 
-import controlplane
-import kwokbench
+import kwokbench  # first: importing it puts hack/, where controlplane lives, on sys.path
 from graceguard.adapters.kube import client, events, resources, unary_transport, writer
 from graceguard.domain import notices
+
+# isort: split
+import controlplane
 
 CONCURRENCIES = (1, 8, 16, 32, 64, 96)
 """Requests in flight, tried in turn; the fastest pass is the ceiling."""
