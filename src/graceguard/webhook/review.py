@@ -135,7 +135,7 @@ def answer(
     out = [
         '{"apiVersion":',
         text(review.api_version),
-        ',"kind":"AdmissionReview","response":{"uid":',
+        _KIND_THEN_UID,
         text(review.uid),
         ',"allowed":true' if allowed else ',"allowed":false',
     ]
@@ -155,6 +155,7 @@ def answer(
 _TEXT = json.encoder.encode_basestring_ascii
 """A JSON string as ``json.dumps`` writes it (ASCII, escaped): the answer is written piece by
 piece, a third of the time of encoding a dictionary of it."""
+_KIND_THEN_UID = f',"kind":{_TEXT(KIND)},"response":{{"uid":'
 
 
 REASONS = {
