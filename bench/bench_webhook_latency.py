@@ -9,7 +9,7 @@ the facts rebuilt every second as in a busy cluster: before each rebuild ``CHURN
 and ``CHURN_DEPLOYMENTS`` Deployments are replaced in the stores by new objects, as a watch's
 updates replace them, in ``CHURN_GROUPS`` groups over the second (the same contents, so the
 reviews' answers stay those of the first build; the rebuild's work is that of the objects
-replaced, ``admission.FactsTally``; a watch's own work, reading each event, is not here).
+replaced, ``admission_facts.FactsTally``; a watch's own work, reading each event, is not here).
 The trivial server is aiohttp with the same TLS and reads the review's uid to answer
 ``allowed: true``. Reviews ask to evict random pods of that cluster (protected batch pods,
 replicas under floors and PDBs, plain pods) as the cluster-autoscaler.

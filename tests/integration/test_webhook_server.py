@@ -20,7 +20,7 @@ from cryptography import x509
 from graceguard.adapters import selfsigned, webhook_server
 from graceguard.domain import annotations as ann
 from graceguard.domain import cluster, disruption, policy
-from graceguard.engine import admission
+from graceguard.engine import admission_facts
 from graceguard.webhook.service import AdmissionService, FailurePolicy
 
 NOW = dt.datetime(2026, 11, 21, 3, 0, tzinfo=dt.UTC)
@@ -43,8 +43,8 @@ class State:
     async def fetch_pod(self, namespace: str, name: str) -> cluster.Pod | None:
         return None
 
-    def facts(self) -> admission.Facts:
-        return admission.EMPTY_FACTS
+    def facts(self) -> admission_facts.Facts:
+        return admission_facts.EMPTY_FACTS
 
     def policy(self) -> policy.Policy:
         return policy.DEFAULT

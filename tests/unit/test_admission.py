@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from graceguard.domain import annotations as ann
 from graceguard.domain import budgets, cluster, disruption, intorpercent, policy
 from graceguard.domain import windows as win
-from graceguard.engine import admission, decision, index, projection
+from graceguard.engine import admission, admission_facts, decision, index, projection
 
 NOW = dt.datetime(2026, 11, 21, 3, 47, 13, tzinfo=dt.UTC)
 HOUR = dt.timedelta(hours=1)
@@ -402,7 +402,7 @@ def test_the_webhooks_facts_give_the_floors_of_the_engines_index(
 ) -> None:
     pods_, workloads, pdbs = world
     pol = dataclasses.replace(DEFAULT, default_min_available=default)
-    builder = admission.FactsBuilder(
+    builder = admission_facts.FactsBuilder(
         workloads=workloads, budgets=pdbs, owners={RS.key: DEPLOY}, pol=pol
     )
     for _ in builder.steps(pods_, 3):  # in chunks, as the server builds them

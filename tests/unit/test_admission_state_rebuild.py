@@ -12,7 +12,7 @@ from typing import Any, cast
 
 from graceguard.adapters.kube import admission_state
 from graceguard.domain import cluster
-from graceguard.engine import admission
+from graceguard.engine import admission_facts
 
 PODS, CHUNK, PAUSE = 1000, 100, 0.01
 
@@ -50,7 +50,7 @@ def test_a_rebuild_leaves_the_loop_free_between_its_chunks_and_builds_the_same_f
     assert turns >= chunks  # the other task ran between the chunks
     pods = list(state.view.pods.store.values())
     workloads, owners = state.view.workloads()
-    whole = admission.FactsBuilder(
+    whole = admission_facts.FactsBuilder(
         workloads=list(workloads), budgets=[], owners=owners, pol=state.policy()
     ).build(pods)
     assert state.facts() == whole

@@ -1,5 +1,5 @@
-"""``admission.FactsTally`` keeps the webhook's facts up to date pass after pass over a store
-whose pods, workloads and budgets change a few at a time, and after every pass they are the
+"""``admission_facts.FactsTally`` keeps the webhook's facts up to date pass after pass over a
+store whose pods, workloads and budgets change a few at a time, and after every pass they are the
 facts a fresh build of the same store makes (``FactsBuilder``) and those worked out here pod by
 pod.
 
@@ -18,7 +18,7 @@ from collections.abc import Generator, Mapping
 from graceguard.domain import annotations as ann
 from graceguard.domain import budgets as domain_budgets
 from graceguard.domain import cluster, gangs, intorpercent, policy
-from graceguard.engine import admission
+from graceguard.engine import admission_facts
 
 STARTED = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 NAMESPACES = ("a", "b")
@@ -72,7 +72,7 @@ def _budgets(rng: random.Random) -> list[cluster.PodDisruptionBudget]:
     ]
 
 
-def _comparable(facts: admission.Facts) -> admission.Facts:
+def _comparable(facts: admission_facts.Facts) -> admission_facts.Facts:
     """A gang's members in no order (the tally keeps a changed member last)."""
     members = {
         key: tuple(sorted(pods, key=lambda p: p.uid)) for key, pods in facts.gang_members.items()
@@ -86,7 +86,7 @@ def _fresh(
     budgets: list[cluster.PodDisruptionBudget],
     owners: dict[str, cluster.WorkloadRef],
     pol: policy.Policy,
-) -> admission.Facts:
+) -> admission_facts.Facts:
     """The facts as the webhook reads them, worked out here pod by pod (not by a tally)."""
     ready: dict[str, int] = {}
     coming: dict[str, int] = {}
@@ -109,7 +109,7 @@ def _fresh(
         )
         if floor is not None:
             floors[w.ref.key] = floor
-    return admission.Facts(
+    return admission_facts.Facts(
         floors=floors,
         pdbs_by_namespace={
             ns: tuple(b for b in budgets if b.namespace == ns)
@@ -129,7 +129,7 @@ def test_each_pass_makes_the_facts_a_fresh_build_makes() -> None:
     store = {p.key: p for p in (_pod(rng, i) for i in range(300))}
     workloads, budgets, owners = _workloads(rng), _budgets(rng), _owners(rng)
     pol = policy.DEFAULT
-    tally = admission.FactsTally()
+    tally = admission_facts.FactsTally()
     changed_facts = 0
     yielded = 0
     for _round in range(60):
@@ -178,7 +178,7 @@ def test_each_pass_makes_the_facts_a_fresh_build_makes() -> None:
         got = tally.facts()
         want = _comparable(_fresh(store, workloads, budgets, owners, pol))
         assert _comparable(got) == want
-        built = admission.FactsBuilder(
+        built = admission_facts.FactsBuilder(
             workloads=workloads, budgets=budgets, owners=owners, pol=pol, namespaces={"a": {}}
         ).build(list(store.values()))
         assert _comparable(built) == want
@@ -191,9 +191,9 @@ def test_a_pass_over_an_unchanged_store_keeps_the_facts() -> None:
     rng = random.Random(7)
     store = {p.key: p for p in (_pod(rng, i) for i in range(100))}
     workloads, budgets, owners = _workloads(rng), _budgets(rng), _owners(rng)
-    tally = admission.FactsTally()
+    tally = admission_facts.FactsTally()
 
-    def run() -> admission.Facts:
+    def run() -> admission_facts.Facts:
         for _ in tally.steps(
             keys=list(store),
             pods=list(store.values()),
@@ -228,7 +228,7 @@ def test_a_store_in_another_order_or_a_pass_left_half_done_costs_work_not_correc
     rng = random.Random(3)
     store = {p.key: p for p in (_pod(rng, i) for i in range(200))}
     workloads, budgets, owners = _workloads(rng), _budgets(rng), _owners(rng)
-    tally = admission.FactsTally()
+    tally = admission_facts.FactsTally()
 
     def steps() -> Generator[None, None, None]:
         return tally.steps(
@@ -242,7 +242,7 @@ def test_a_store_in_another_order_or_a_pass_left_half_done_costs_work_not_correc
             chunk=5,
         )
 
-    def want() -> admission.Facts:
+    def want() -> admission_facts.Facts:
         return _comparable(_fresh(store, workloads, budgets, owners, policy.DEFAULT))
 
     for _ in steps():

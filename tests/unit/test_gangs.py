@@ -14,7 +14,7 @@ import pytest
 from graceguard.domain import annotations as ann
 from graceguard.domain import cluster, disruption, gangs, policy, protection
 from graceguard.engine import actions as act
-from graceguard.engine import admission, projection, reconciler
+from graceguard.engine import admission, admission_facts, projection, reconciler
 from graceguard.engine import gangs as engine_gangs
 
 NOW = dt.datetime(2026, 11, 25, 12, 0, tzinfo=dt.UTC)
@@ -213,9 +213,9 @@ def test_the_webhook_takes_a_members_eviction_over_while_its_gang_is_held() -> N
         indexed("w0", 0),
         indexed("w2", 2, annotations={ann.MIN_RUNTIME: "4h"}, node="b"),
     ]
-    facts = admission.FactsBuilder(workloads=[], budgets=[], owners={}, pol=policy.DEFAULT).build(
-        pods
-    )
+    facts = admission_facts.FactsBuilder(
+        workloads=[], budgets=[], owners={}, pol=policy.DEFAULT
+    ).build(pods)
     reader = projection.ProtectionReader.of(policy.DEFAULT)
     hold = facts.gang_hold(pods[0], reader, NOW)
     assert hold is not None and (hold.until, hold.member) == (NOW + 3 * HOUR, "ml/w2")

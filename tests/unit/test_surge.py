@@ -14,7 +14,7 @@ from graceguard.controller import executor
 from graceguard.domain import annotations as ann
 from graceguard.domain import cluster, disruption, intorpercent, notices, policy, rollouts, times
 from graceguard.engine import actions as act
-from graceguard.engine import admission, reconciler, surge
+from graceguard.engine import admission, admission_facts, reconciler, surge
 from graceguard.manifests import objects, policies
 
 from .snapshot_cluster import SnapshotCluster
@@ -343,8 +343,8 @@ NO_FLOOR = policy.Policy(default_min_available=None, takeover=())
 """No floor, no takeover: nothing but a surge would hold the last Ready replica."""
 
 
-def facts(*pods: cluster.Pod, workload: cluster.Workload | None = None) -> admission.Facts:
-    return admission.FactsBuilder(
+def facts(*pods: cluster.Pod, workload: cluster.Workload | None = None) -> admission_facts.Facts:
+    return admission_facts.FactsBuilder(
         workloads=[workload or web()], budgets=[], owners={}, pol=policy.DEFAULT
     ).build(list(pods))
 
@@ -422,7 +422,7 @@ def test_the_facts_count_a_deployments_replicas_through_its_replicasets() -> Non
         dataclasses.replace(fresh("web-c", ready=False), workload=rs, deleting_since=NOW),
         dataclasses.replace(fresh("web-d"), workload=rs, phase=cluster.PodPhase.SUCCEEDED),
     ]
-    found = admission.FactsBuilder(
+    found = admission_facts.FactsBuilder(
         workloads=[web(2)], budgets=[], owners={rs.key: WEB}, pol=policy.DEFAULT
     ).build(owned)
     replicas = found.replicas_of(due("web-a"))

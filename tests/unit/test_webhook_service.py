@@ -22,7 +22,7 @@ from graceguard.domain import cluster, disruption, ledger, policy, protect_rules
 from graceguard.domain import windows as win
 from graceguard.domain.intorpercent import IntOrPercent
 from graceguard.engine import actions as act
-from graceguard.engine import admission
+from graceguard.engine import admission_facts
 from graceguard.processes import supervisor
 from graceguard.webhook import review
 from graceguard.webhook import service as service_module
@@ -55,7 +55,7 @@ class State:
         self.synced = synced
         self.api: dict[str, cluster.Pod] = {}
         self.api_error: Exception | None = None
-        self.facts_value = admission.EMPTY_FACTS
+        self.facts_value = admission_facts.EMPTY_FACTS
         self.pol = NO_TAKEOVER
         self.broken = False
         self.nodes: dict[str, cluster.Node] = {}
@@ -69,7 +69,7 @@ class State:
             raise self.api_error
         return self.api.get(name)
 
-    def facts(self) -> admission.Facts:
+    def facts(self) -> admission_facts.Facts:
         if self.broken:
             raise KeyError("boom")
         return self.facts_value
@@ -434,7 +434,7 @@ async def test_the_sources_windows_apply() -> None:
 def floor_rig(replicas: int) -> Rig:
     pods = [pod(f"web-{i}", workload=DEPLOY) for i in range(replicas)]
     r = rig(pods)
-    builder = admission.FactsBuilder(
+    builder = admission_facts.FactsBuilder(
         workloads=[cluster.Workload(DEPLOY, replicas)], budgets=[], owners={}, pol=policy.DEFAULT
     )
     r.state.facts_value = builder.build(pods)
@@ -467,7 +467,7 @@ async def test_an_eviction_in_flight_counts_until_the_facts_show_it_or_it_expire
     assert (await ask(r, body("web-1")))["allowed"] is False
     # The cache now shows web-0 terminating: the floor counts one Ready replica, none may go...
     gone = dataclasses.replace(r.state.pods["web-0"], deleting_since=NOW)
-    builder = admission.FactsBuilder(
+    builder = admission_facts.FactsBuilder(
         workloads=[cluster.Workload(DEPLOY, 2)], budgets=[], owners={}, pol=policy.DEFAULT
     )
     r.state.facts_value = builder.build([gone, r.state.pods["web-1"]])
@@ -489,7 +489,7 @@ def drained_rig(*pods_: cluster.Pod, klass: disruption.DisruptionClass | None = 
     r.state.pol = dataclasses.replace(NO_TAKEOVER, default_min_available=None)
     if klass is not None:
         r.state.open = [disruption.DisruptionRequest("gd-n1", "n1", "eviction-api", klass, NOW)]
-    builder = admission.FactsBuilder(
+    builder = admission_facts.FactsBuilder(
         workloads=[cluster.Workload(DEPLOY, len(pods_), rollout=rollouts.Rollout())],
         budgets=[],
         owners={},
@@ -556,10 +556,10 @@ async def test_a_namespace_selector_rule_refuses_by_the_namespaces_labels() -> N
     )
     r = rig([pod("work")])
     r.state.pol = dataclasses.replace(NO_TAKEOVER, protect=(rule,))
-    build = admission.FactsBuilder(workloads=[], budgets=[], owners={}, pol=r.state.pol)
+    build = admission_facts.FactsBuilder(workloads=[], budgets=[], owners={}, pol=r.state.pol)
     r.state.facts_value = build.build([r.state.pods["work"]])
     assert (await ask(r, body("work")))["allowed"] is True  # its name label only
-    labelled = admission.FactsBuilder(
+    labelled = admission_facts.FactsBuilder(
         workloads=[], budgets=[], owners={}, pol=r.state.pol, namespaces={"team": {"tier": "batch"}}
     )
     r.state.facts_value = labelled.build([r.state.pods["work"]])
@@ -667,7 +667,7 @@ async def test_admissions_of_workloads_never_reviewed_again_are_forgotten() -> N
     refs = [cluster.WorkloadRef("Deployment", "team", f"w{i}") for i in range(50)]
     pods = [pod(f"p{i}", workload=ref) for i, ref in enumerate(refs)]
     r = rig(pods)
-    builder = admission.FactsBuilder(
+    builder = admission_facts.FactsBuilder(
         workloads=[cluster.Workload(ref, 1) for ref in refs],
         budgets=[],
         owners={},

@@ -10,16 +10,16 @@
   projected onto them (and retracted); ``deletion_cost`` the ``pod-deletion-cost`` kept on a
   ReplicaSet's pods with it, so that a scale-in deletes the idle ones first; ``gangs`` how long
   a gang of pods holds its members (the last member's protection).
-- ``admission``: the eviction webhook's answer to an eviction someone else asked for, and the
-  cluster facts it reads (``FactsTally`` keeps them up to date as pods change, a memo);
-  ``takeovers`` what a drain it took over may force (never past a budget its evictor would
-  wait on) and when it ends because its evictor gave up.
+- ``admission``: the eviction webhook's answer to an eviction someone else asked for;
+  ``admission_facts`` the cluster facts it reads (``FactsTally`` keeps them up to date as pods
+  change, a memo); ``takeovers`` what a drain it took over may force (never past a budget its
+  evictor would wait on) and when it ends because its evictor gave up.
 - ``audit``: ``graceguard audit``'s checks over what was read from the cluster and AWS.
 
 Pure and deterministic: no I/O, no clock (``now`` is an argument), no memory between calls but
 memos that only skip work (the protection reader's reads, ``node_memo``'s kept node plans: a round
-decides the same with or without them; ``admission.FactsTally``'s counts, the facts a fresh build
-makes). Whatever graceguard must remember (notices posted,
+decides the same with or without them; ``admission_facts.FactsTally``'s counts, the facts a
+fresh build makes). Whatever graceguard must remember (notices posted,
 projected annotations, the blocked-since clock, when it set a deletion cost) it writes onto the
 pods through its actions and reads back from the next snapshot, so a restarted or failed-over
 controller carries on where the last one stopped.

@@ -2,11 +2,11 @@
 eviction a simulated actor asks for, over the world as its admission state.
 
 ``SimAdmission`` is the service's ``AdmissionState`` port over a ``World`` (the pod as the API
-serves it, its node, the open disruptions, the floors and PDBs as ``engine.admission.Facts``, the
-scenario's policy) and its ``DisruptionOpener`` (a takeover becomes an open request graceguard's
-simulated controller carries out, as a ``Disruption`` object does in a cluster); it builds
-the ``AdmissionReview`` the API server would send for an eviction, so that the service parses and
-answers exactly what it does in a cluster.
+serves it, its node, the open disruptions, the floors and PDBs as
+``engine.admission_facts.Facts``, the scenario's policy) and its ``DisruptionOpener`` (a
+takeover becomes an open request graceguard's simulated controller carries out, as a
+``Disruption`` object does in a cluster); it builds the ``AdmissionReview`` the API server would
+send for an eviction, so that the service parses and answers exactly what it does in a cluster.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import json
 import uuid
 
 from graceguard.domain import cluster, disruption, policy
-from graceguard.engine import admission
+from graceguard.engine import admission_facts
 from graceguard.sim.eventloop import EventLoop
 from graceguard.sim.pods import SimPod
 from graceguard.sim.ports import Refusal
@@ -32,7 +32,7 @@ class SimAdmission:
     def __init__(self, world: World, pol: policy.Policy) -> None:
         self._world = world
         self._policy = pol
-        self._facts: tuple[int, admission.Facts] | None = None
+        self._facts: tuple[int, admission_facts.Facts] | None = None
 
     @property
     def synced(self) -> bool:
@@ -45,12 +45,12 @@ class SimAdmission:
     async def fetch_pod(self, namespace: str, name: str) -> cluster.Pod | None:
         return self.pod(namespace, name)
 
-    def facts(self) -> admission.Facts:
+    def facts(self) -> admission_facts.Facts:
         """Rebuilt whenever a pod started, stopped or ended since the last build."""
         world = self._world
         if self._facts is None or self._facts[0] != world.generation:
             snap = world.api.snapshot(world.now)
-            built = admission.FactsBuilder(
+            built = admission_facts.FactsBuilder(
                 workloads=snap.workloads,
                 budgets=snap.budgets,
                 owners={},

@@ -12,7 +12,7 @@ from typing import Protocol
 
 from graceguard.domain import cluster, disruption, ledger, policy
 from graceguard.engine import actions as act
-from graceguard.engine import admission
+from graceguard.engine import admission_facts
 
 
 class AdmissionState(Protocol):
@@ -28,7 +28,7 @@ class AdmissionState(Protocol):
     async def fetch_pod(self, namespace: str, name: str) -> cluster.Pod | None:
         """The pod from the API (a pod too new for the cache); ``None`` when it does not exist."""
 
-    def facts(self) -> admission.Facts:
+    def facts(self) -> admission_facts.Facts:
         """Floors and PDBs, rebuilt at most about once a second."""
 
     def policy(self) -> policy.Policy:

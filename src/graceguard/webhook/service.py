@@ -56,7 +56,7 @@ from collections.abc import Awaitable, Callable
 
 from graceguard.domain import budgets, cluster, disruption, ledger, policy
 from graceguard.engine import actions as act
-from graceguard.engine import admission, projection, surge
+from graceguard.engine import admission, admission_facts, projection, surge
 from graceguard.manifests import disruptions
 from graceguard.webhook import metrics as webhook_metrics
 from graceguard.webhook import ports, recent
@@ -278,7 +278,7 @@ class AdmissionService:
         return self._reader
 
     def _pending_for(
-        self, key: str, pod: cluster.Pod, facts: admission.Facts, now: dt.datetime
+        self, key: str, pod: cluster.Pod, facts: admission_facts.Facts, now: dt.datetime
     ) -> int:
         """Evictions of the other pods of workload ``key`` admitted within ``PENDING_FOR`` that
         the facts still count as Ready."""

@@ -4,15 +4,15 @@ reads) and the facts built from them, kept fresh without ever making a review wa
 A review reads its pod straight from the pod informer's store (a dictionary lookup, as fresh as
 the watch) and the floors, the Deployments' replicas (for the surge rule) and the Namespaces'
 labels (for ``spec.protect`` rules with a ``namespaceSelector``) from ``Facts``. Facts are
-brought up to date only when a watched object changed, at most once per ``interval`` (1 s), by an
-``admission.FactsTally``: a rebuild does the work of the pods and workloads that changed since the
-last one plus a pointer comparison per pod (for 30,000 pods of which 300 were replaced: 3-4 ms
-in a loop, 11-15 ms measured once after a bench run with its memory cold; a whole build took
-25-30 ms in the loop; and next to nothing for the garbage collector), in chunks of about
+brought up to date only when a watched object changed, at most once per ``interval`` (1 s), by
+an ``admission_facts.FactsTally``: a rebuild does the work of the pods and workloads that changed
+since the last one plus a pointer comparison per pod (for 30,000 pods of which 300 were replaced:
+3-4 ms in a loop, 11-15 ms measured once after a bench run with its memory cold; a whole build
+took 25-30 ms in the loop; and next to nothing for the garbage collector), in chunks of about
 ``CHUNK`` pods' work with the event loop free for ``PAUSE`` in between, so a rebuild over a large
 cluster delays a review by one chunk at most (well under a millisecond), never by the whole pass.
-Until the first build the state is not ``synced``. ``after_build`` runs after each build (the server
-freezes the heap then: ``HeapFreezer``).
+Until the first build the state is not ``synced``. ``after_build`` runs after each build (the
+server freezes the heap then: ``HeapFreezer``).
 
 For taking evictions over it also watches nodes (compact: cordoned? tainted by an autoscaler?) and
 the ``Disruption`` objects (the open ones by node, rebuilt only when one changed); neither starts a
@@ -37,13 +37,13 @@ from graceguard.adapters.kube import disruptions as kube_disruptions
 from graceguard.adapters.kube import resources, view
 from graceguard.adapters.kube.informer import Informer
 from graceguard.domain import cluster, disruption, policy
-from graceguard.engine import admission
+from graceguard.engine import admission_facts
 from graceguard.webhook import metrics as webhook_metrics
 
 log = logging.getLogger(__name__)
 
 CHUNK = 200
-"""Pods (or budgets, or a fifth as many workloads, or ``admission.WALK`` times as many pods
+"""Pods (or budgets, or a fifth as many workloads, or ``admission_facts.WALK`` times as many pods
 compared) added to the facts between two chances for reviews to run: about 0.1 ms of work
 (0.09 ms median measured on a 30,000-pod cluster; 500 pods took 0.22 ms, a wait added to every
 review arriving during a rebuild)."""
@@ -83,8 +83,8 @@ class LiveAdmissionState:
         self._chunk = chunk
         self._pause = pause
         self._after_build = after_build
-        self._facts: admission.Facts | None = None
-        self._tally = admission.FactsTally()
+        self._facts: admission_facts.Facts | None = None
+        self._tally = admission_facts.FactsTally()
         self.builds = 0
 
     @property
@@ -130,8 +130,8 @@ class LiveAdmissionState:
         raw = typing.cast(dict[str, Any], found.to_dict())
         return self._resolved(view.compact_pod(raw))
 
-    def facts(self) -> admission.Facts:
-        return self._facts or admission.EMPTY_FACTS
+    def facts(self) -> admission_facts.Facts:
+        return self._facts or admission_facts.EMPTY_FACTS
 
     def policy(self) -> policy.Policy:
         return self._view.policy()[0]
@@ -172,7 +172,7 @@ class LiveAdmissionState:
                 task.cancel()
 
     async def rebuild(self) -> None:
-        """Bring the facts up to date with the stores (``admission.FactsTally``: the work of
+        """Bring the facts up to date with the stores (``admission_facts.FactsTally``: the work of
         the pods and workloads that changed since the last rebuild, plus a pointer comparison
         per pod)."""
         v = self._view
