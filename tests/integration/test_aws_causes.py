@@ -16,6 +16,7 @@ on the adapter's own client, with activities in AWS's documented shape (``Activi
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import uuid
 from collections.abc import Iterator
@@ -172,6 +173,54 @@ async def test_the_activity_by_its_id_and_the_eks_tag_from_moto(calls: clients.A
     assert found is not None and found.cause == REBALANCE and other
     assert emulated.asked[-1]["MaxRecords"] == activities.LATEST
     assert "ActivityIds.member.1" not in emulated.asked[-1]
+
+
+async def test_causes_asked_at_once_go_as_one_describe_scaling_activities(
+    calls: clients.AwsCalls,
+) -> None:
+    """Issue 22: a hundred notifications at once ask for their activities one by one; they go
+    as the ``ActivityIds`` of as few calls as AWS allows (50 ids a call), and each lookup gets
+    its own activity, or none for an id AWS does not know. The group's tags are read once."""
+    instances = _group("ng-burst", tags={"eks:nodegroup-name": "burst"})
+    adapter = activities.ScalingActivities(calls)
+    emulated = Activities()
+    emulated.install(adapter)
+    described_groups: list[dict[str, Any]] = []
+
+    def count(*, params: dict[str, Any], **_: Any) -> None:
+        described_groups.append(dict(params.get("body") or {}))
+
+    adapter._client.meta.events.register(
+        "before-call.auto-scaling.DescribeAutoScalingGroups", count
+    )
+    wanted = [
+        (
+            instances[i % 2],
+            emulated.add(group="ng-burst", instance=instances[i % 2], cause=SCALE_IN),
+        )
+        for i in range(60)
+    ]
+    unknown = str(uuid.uuid4())
+    found = await asyncio.gather(
+        *(
+            adapter.cause(group="ng-burst", instance_id=instance, activity_id=activity)
+            for instance, activity in [*wanted, (instances[0], unknown)]
+        )
+    )
+    assert all(f is not None and f.eks_nodegroup == "burst" for f in found[:-1])
+    assert found[-1] is None
+    asked = [
+        {v for k, v in body.items() if k.startswith("ActivityIds.member.")}
+        for body in emulated.asked
+    ]
+    assert [len(ids) for ids in asked] == [50, 11]
+    assert set().union(*asked) == {a for _, a in wanted} | {unknown}
+    assert len(described_groups) == 1
+    # One by one, as before, each is its own call.
+    emulated.asked.clear()
+    for instance, activity in wanted[:3]:
+        assert await adapter.cause(group="ng-burst", instance_id=instance, activity_id=activity)
+    assert len(emulated.asked) == 3
 
 
 async def test_the_service_names_who_terminated_from_moto_and_falls_back_when_refused(

@@ -372,6 +372,27 @@ class _Raw:
         yield self.body
 
 
+async def test_lookups_of_one_hook_at_once_share_one_describe_lifecycle_hooks(
+    calls: clients.AwsCalls,
+) -> None:
+    """Issue 22: a burst of lifecycle notifications asks for the same hook's timeout at once;
+    moto answers one ``DescribeLifecycleHooks`` (counted by a ``before-call`` handler on the
+    adapter's own client, which lets the call through), and each asker gets its answer."""
+    _group(timeout=240)
+    hooks = lifecycle.AutoscalingHooks(calls)
+    described: list[dict[str, Any]] = []
+
+    def count(*, params: dict[str, Any], **_: Any) -> None:
+        described.append(dict(params.get("body") or {}))
+
+    hooks._client.meta.events.register("before-call.auto-scaling.DescribeLifecycleHooks", count)
+    found = await asyncio.gather(
+        *(hooks.heartbeat_timeout(group=GROUP, hook=HOOK) for _ in range(20))
+    )
+    assert found == [dt.timedelta(seconds=240)] * 20
+    assert len(described) == 1
+
+
 def _headers() -> botocore.awsrequest.HTTPHeaders:
     return botocore.awsrequest.HTTPHeaders()
 

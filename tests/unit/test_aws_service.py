@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import pytest
 
 import aws_messages as msg
-from graceguard.controller import aws_queue, executor, holds, loop, ports
+from graceguard.controller import aws_queue, early_cordon, executor, holds, loop, ports
 from graceguard.controller import interruptions as service
 from graceguard.domain import annotations as ann
 from graceguard.domain import cluster, disruption, interruptions, policy
@@ -133,13 +133,44 @@ REBALANCE = (
 )
 
 
+class CachedNodes:
+    """``ports.CachedNodes`` over the fake cluster's nodes, each at version ``"7"``."""
+
+    def __init__(self, fake: SnapshotCluster) -> None:
+        self.fake = fake
+
+    def node(self, name: str) -> cluster.Node | None:
+        return next((n for n in self.fake.snapshot.nodes if n.name == name), None)
+
+    def versions(self, keys: list[str]) -> dict[str, str]:
+        return dict.fromkeys(keys, "7")
+
+
+class CountedCordons(SnapshotCluster):
+    """The fake cluster, recording each cordon asked (node, request, version read) and failing
+    them while ``refuse`` is set."""
+
+    def __init__(self, snapshot: cluster.Snapshot) -> None:
+        super().__init__(snapshot, clock=lambda: T0)
+        self.cordons: list[tuple[str, str, str | None]] = []
+        self.refuse = False
+
+    async def cordon(self, *, node: str, request_id: str, read_version: str | None = None) -> None:
+        self.cordons.append((node, request_id, read_version))
+        if self.refuse:
+            raise RuntimeError("the API server is unavailable")
+        await super().cordon(node=node, request_id=request_id, read_version=read_version)
+
+
 def _service(
     pol: policy.Policy = policy.DEFAULT,
     *,
     causes: FakeCauses | None = None,
-) -> tuple[service.Interruptions, FakeAutoscaling, FakeDisruptions, SnapshotCluster]:
-    snap = cluster.Snapshot(nodes=(cluster.Node("n1"), cluster.Node("n2")), pods=_pods())
-    fake = SnapshotCluster(snap, clock=lambda: T0)
+    early: bool = False,
+    nodes: Sequence[cluster.Node] = (cluster.Node("n1"), cluster.Node("n2")),
+) -> tuple[service.Interruptions, FakeAutoscaling, FakeDisruptions, CountedCordons]:
+    snap = cluster.Snapshot(nodes=tuple(nodes), pods=_pods())
+    fake = CountedCordons(snap)
     asg, found = FakeAutoscaling(), FakeDisruptions()
     svc = service.Interruptions(
         nodes=FakeNodes({I1: "n1"}),
@@ -150,6 +181,7 @@ def _service(
         clock=lambda: T0,
         causes=causes,
         cause_seconds=0.05,
+        cordons=early_cordon.EarlyCordon(nodes=CachedNodes(fake), cluster=fake) if early else None,
     )
     return svc, asg, found, fake
 
@@ -177,6 +209,65 @@ async def test_terminating_node_opens_a_held_voluntary_disruption() -> None:
     )
     assert request.deadline == request.hold.cap
     assert asg.calls == []  # nothing completed: it is held
+
+
+async def test_an_opened_hold_cordons_its_node_at_once_and_a_redelivery_does_not_again() -> None:
+    """Issue 22: the node is cordoned as the message is handled, before any reconcile round,
+    over the version the cache read; without ``cordons`` the message leaves it to the round."""
+    svc, _, found, fake = _service(early=True)
+    verdict = await svc.handle(_lifecycle())
+    request_id = verdict.request_id or ""
+    assert verdict.disposition is service.Disposition.KEEP and request_id in found.objects
+    assert fake.cordons == [("n1", request_id, "7")] and fake.cordoned_for == {"n1": request_id}
+    assert "opened (its node cordoned)" in verdict.message
+    again = await svc.handle(_lifecycle())
+    assert "joined" in again.message and len(fake.cordons) == 1
+    # The same message, no early cordon: nothing cordoned until a round plans it.
+    svc, _, _, fake = _service()
+    assert (await svc.handle(_lifecycle())).disposition is service.Disposition.KEEP
+    assert fake.cordons == [] and fake.cordoned_for == {}
+
+
+async def test_an_early_cordon_that_fails_is_left_to_the_round_and_the_hold_stays(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    svc, _, found, fake = _service(early=True)
+    fake.refuse = True
+    with caplog.at_level("WARNING"):
+        verdict = await svc.handle(_lifecycle())
+    assert verdict.disposition is service.Disposition.KEEP and verdict.request_id in found.objects
+    assert "cordoned" not in verdict.message and len(fake.cordons) == 1
+    assert "left to the next round: the API server is unavailable" in caplog.text
+
+
+async def test_a_node_cordoned_already_is_left_as_it_is() -> None:
+    svc, _, _, fake = _service(early=True, nodes=(cluster.Node("n1", unschedulable=True),))
+    verdict = await svc.handle(_lifecycle())
+    assert verdict.disposition is service.Disposition.KEEP and fake.cordons == []
+
+
+async def test_cordon_for_is_the_first_round_s_cordon() -> None:
+    """``engine.reconciler.cordon_for``: what a node's first round cordons, and so what the
+    queue cordons early: the most urgent whole-node request's; none for a Failed node, a
+    pod-scoped request alone, an unknown node or one unschedulable already."""
+
+    def request(
+        name: str,
+        klass: disruption.DisruptionClass = disruption.DisruptionClass.VOLUNTARY,
+        pod: str | None = None,
+    ) -> disruption.DisruptionRequest:
+        scope = disruption.Scope.POD if pod else disruption.Scope.NODE
+        return disruption.DisruptionRequest(name, "n1", "s", klass, T0, scope=scope, pod=pod)
+
+    whole, pod = request("whole"), request("pod", pod="ml/train")
+    node = cluster.Node("n1")
+    assert reconciler.cordon_for([pod, whole], node) == act.Cordon("n1", "whole")
+    assert reconciler.cordon_for([pod], node) is None
+    assert reconciler.cordon_for([whole], None) is None
+    assert reconciler.cordon_for([whole], dataclasses.replace(node, unschedulable=True)) is None
+    failed = request("failed", disruption.DisruptionClass.FAILED)
+    assert reconciler.cordon_for([failed, whole], node) is None
+    assert reconciler.cordon_for([], node) is None
 
 
 async def test_the_scaling_activitys_cause_names_the_source_and_is_the_reason() -> None:

@@ -30,6 +30,9 @@
 - A body that cannot be read: left on the queue (not deleted), so the queue's redrive policy
   moves it to the dead-letter queue after its ``maxReceiveCount``; the log line says why.
 
+An opened Disruption's node is cordoned at once (``early_cordon``), as its first round would,
+without waiting for that round (issue 22); the round plans the rest.
+
 Redelivery is idempotent: a Disruption's name is derived from the source, the node and the
 minute of the event's own time, so the same message opens nothing new (409, joined).
 """
@@ -43,7 +46,7 @@ import enum
 import logging
 from collections.abc import Callable
 
-from graceguard.controller import ports
+from graceguard.controller import early_cordon, ports
 from graceguard.domain import disruption, interruptions, policy
 from graceguard.engine import actions as act
 from graceguard.manifests import disruptions as dis_manifests
@@ -91,7 +94,11 @@ class Interruptions:
         clock: Callable[[], dt.datetime],
         causes: ports.ScalingCauses | None = None,
         cause_seconds: float = CAUSE_SECONDS,
+        cordons: early_cordon.EarlyCordon | None = None,
     ) -> None:
+        """``cordons``: each opened Disruption's node cordoned at once, before its round
+        (``None``: by its round only)."""
+        self._cordons = cordons
         self._causes = causes
         self._cause_seconds = cause_seconds
         self._nodes = nodes
@@ -305,6 +312,8 @@ class Interruptions:
     ) -> Verdict:
         opened = await self._disruptions.open_disruption(request)
         verb = "opened" if opened else "joined"
+        if opened and self._cordons is not None and await self._cordons.cordon(request):
+            verb = "opened (its node cordoned)"
         if request.hold is None:
             return Verdict(Disposition.DELETE, f"{what}: Disruption {request.id} {verb}")
         if not opened:

@@ -313,6 +313,18 @@ class HoldRecords(Protocol):
         """``status.hold.lastHeartbeat``: the next heartbeat is due from it, for any leader."""
 
 
+class CachedNodes(Protocol):
+    """The nodes as the controller's cache shows them now, for a write made outside a round
+    (``controller.early_cordon``)."""
+
+    def node(self, name: str) -> cluster.Node | None:
+        """The node of that name, ``None`` when the cache has none."""
+
+    def versions(self, keys: list[str]) -> dict[str, str]:
+        """The versions of the objects keyed as ``rounds.written_key`` (``node:NAME``), as read
+        now (``""``: not known)."""
+
+
 class InstanceNodes(Protocol):
     """Which node of this cluster an EC2 instance is (``spec.providerID``)."""
 

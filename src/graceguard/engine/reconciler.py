@@ -378,6 +378,22 @@ def _kept(planner: _NodePlanner, inputs: _NodeInputs) -> node_memo.Kept:
     )
 
 
+def cordon_for(
+    requests: Sequence[disruption.DisruptionRequest], node: cluster.Node | None
+) -> act.Cordon | None:
+    """The cordon a node's drain begins with, for the first of ``requests`` (most urgent first)
+    that covers the whole node: ``None`` when none does, when the most urgent is ``Failed`` (a node
+    gone or NotReady: nothing to protect), or when the node is unknown or unschedulable already.
+    A node's first round plans it (``plan_node``), and the interruption queue writes it as soon
+    as its Disruption opens (``controller.interruptions``), before that round comes."""
+    if not requests or requests[0].disruption_class is disruption.DisruptionClass.FAILED:
+        return None
+    whole = next((r for r in requests if r.scope is not disruption.Scope.POD), None)
+    if whole is None or node is None or node.unschedulable:
+        return None
+    return act.Cordon(node.name, whole.id)
+
+
 def _urgency(r: disruption.DisruptionRequest) -> tuple[int, dt.datetime, dt.datetime, str]:
     never = dt.datetime.max.replace(tzinfo=dt.UTC)
     return (_SEVERITY[r.disruption_class], r.effective_deadline or never, r.requested_at, r.id)
@@ -450,8 +466,8 @@ class _NodePlanner:
         if self.companions:
             live = [*live, *self.companions]  # their gangs go with this node's pods
         cordon = next((r for r in self.requests if r.scope is not disruption.Scope.POD), None)
-        if cordon is not None and node is not None and not node.unschedulable:
-            self.out.append(act.Cordon(self.node, cordon.id))
+        if (first := cordon_for(self.requests, node)) is not None:
+            self.out.append(first)
         if cordon is not None and node is not None and live and not node.scale_down_disabled:
             self.out.append(act.HoldNode(self.node, cordon.id))
         phase_list = self.pol.priority_phases

@@ -13,7 +13,7 @@ from graceguard.adapters.kube import disruptions as kube_disruptions
 from graceguard.adapters.kube import interruptions as kube_interruptions
 from graceguard.adapters.kube import view as kube_view
 from graceguard.adapters.kube import writer as kube_writer
-from graceguard.controller import aws_queue, holds, interruptions, ports
+from graceguard.controller import aws_queue, early_cordon, holds, interruptions, ports
 from graceguard.processes import supervisor
 
 log = logging.getLogger(__name__)
@@ -61,6 +61,7 @@ def wire(
             view=view,
             clock=_clock,
             causes=activities.ScalingActivities(calls),
+            cordons=early_cordon.EarlyCordon(nodes=view, cluster=writer),
         ),
         disruptions=found,
         leadership=leadership,

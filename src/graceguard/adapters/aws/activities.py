@@ -12,11 +12,12 @@ never a reason to delay it; the service bounds the whole lookup too and falls ba
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import botocore.config
 
-from graceguard.adapters.aws import clients
+from graceguard.adapters.aws import clients, coalesce
 from graceguard.domain import interruptions
 
 GROUP_TTL = 600.0
@@ -31,29 +32,35 @@ CONFIG = botocore.config.Config(
 )
 
 
+MOST_IDS = 50
+"""The most ``ActivityIds`` one ``DescribeScalingActivities`` takes."""
+
+
 class ScalingActivities:
+    """Lookups made together go as one call where AWS allows (``coalesce``): activities by id,
+    up to ``MOST_IDS`` a call per group; a group's latest activities and its tags, one call at a
+    time per group."""
+
     def __init__(self, calls: clients.AwsCalls) -> None:
         self._calls = calls
         self._client: Any = calls.client("autoscaling", config=CONFIG)
         self._groups: dict[str, tuple[float, str | None]] = {}
+        self._by_id: coalesce.Batched[str, dict[str, Any]] = coalesce.Batched(
+            self._described, most=MOST_IDS
+        )
+        self._latest: coalesce.Shared[str, list[dict[str, Any]]] = coalesce.Shared()
+        self._tags: coalesce.Shared[str, str | None] = coalesce.Shared()
 
     async def cause(
         self, *, group: str, instance_id: str, activity_id: str | None
     ) -> interruptions.ScalingCause | None:
         """The activity terminating ``instance_id``; ``None`` when AWS shows none."""
         if activity_id is not None:
-            answer = await self._calls.run(
-                self._client.describe_scaling_activities,
-                ActivityIds=[activity_id],
-                AutoScalingGroupName=group,
-            )
+            known = await self._by_id.get(group, activity_id)
+            listed = [known] if known is not None else []
         else:
-            answer = await self._calls.run(
-                self._client.describe_scaling_activities,
-                AutoScalingGroupName=group,
-                MaxRecords=LATEST,
-            )
-        found = _pick(answer.get("Activities", []), instance_id, activity_id)
+            listed = await self._latest.get(group, lambda: self._latest_of(group))
+        found = _pick(listed, instance_id, activity_id)
         if found is None:
             return None
         return interruptions.ScalingCause(
@@ -62,10 +69,29 @@ class ScalingActivities:
             eks_nodegroup=await self._nodegroup(group),
         )
 
+    async def _described(self, group: str, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        answer = await self._calls.run(
+            self._client.describe_scaling_activities,
+            ActivityIds=list(ids),
+            AutoScalingGroupName=group,
+        )
+        return {str(a.get("ActivityId")): a for a in answer.get("Activities", [])}
+
+    async def _latest_of(self, group: str) -> list[dict[str, Any]]:
+        answer = await self._calls.run(
+            self._client.describe_scaling_activities,
+            AutoScalingGroupName=group,
+            MaxRecords=LATEST,
+        )
+        return list(answer.get("Activities", []))
+
     async def _nodegroup(self, group: str) -> str | None:
         known = self._groups.get(group)
         if known is not None and time.monotonic() - known[0] < GROUP_TTL:
             return known[1]
+        return await self._tags.get(group, lambda: self._described_group(group))
+
+    async def _described_group(self, group: str) -> str | None:
         answer = await self._calls.run(
             self._client.describe_auto_scaling_groups, AutoScalingGroupNames=[group]
         )

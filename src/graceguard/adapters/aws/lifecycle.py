@@ -1,7 +1,8 @@
 """``controller.ports.Autoscaling`` on EC2 Auto Scaling (boto3): ``DescribeLifecycleHooks`` (the
-hook's ``HeartbeatTimeout``, kept ``HOOK_TTL``), ``RecordLifecycleActionHeartbeat`` and
-``CompleteLifecycleAction``. AWS's answer to a call for an action it no longer has pending
-("No active Lifecycle Action found ...", a ``ValidationError``) is ``LifecycleActionGone``.
+hook's ``HeartbeatTimeout``, kept ``HOOK_TTL``; lookups at once share one call),
+``RecordLifecycleActionHeartbeat`` and ``CompleteLifecycleAction``. AWS's answer to a call for an
+action it no longer has pending ("No active Lifecycle Action found ...", a ``ValidationError``)
+is ``LifecycleActionGone``.
 Throttling and 5xx answers are retried by botocore (``clients.config``)."""
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Any
 
 import botocore.exceptions
 
-from graceguard.adapters.aws import clients
+from graceguard.adapters.aws import clients, coalesce
 from graceguard.controller import ports
 from graceguard.domain import disruption
 
@@ -31,11 +32,16 @@ class AutoscalingHooks:
         self._calls = calls
         self._client: Any = calls.client("autoscaling")
         self._hooks: dict[tuple[str, str], tuple[float, dt.timedelta]] = {}
+        self._describing: coalesce.Shared[tuple[str, str], dt.timedelta] = coalesce.Shared()
 
     async def heartbeat_timeout(self, *, group: str, hook: str) -> dt.timedelta:
+        """The hook's ``HeartbeatTimeout``; lookups of one hook at once share one call."""
         known = self._hooks.get((group, hook))
         if known is not None and time.monotonic() - known[0] < HOOK_TTL:
             return known[1]
+        return await self._describing.get((group, hook), lambda: self._described(group, hook))
+
+    async def _described(self, group: str, hook: str) -> dt.timedelta:
         answer = await self._calls.run(
             self._client.describe_lifecycle_hooks,
             AutoScalingGroupName=group,

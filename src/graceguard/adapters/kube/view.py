@@ -316,6 +316,10 @@ class ClusterView:
             and g.key == gang.key
         ]
 
+    def node(self, name: str) -> cluster.Node | None:
+        """The node of that name in the node store (``ports.CachedNodes``)."""
+        return self.nodes.store.get(name)
+
     def snapshot(self) -> cluster.Snapshot:
         workloads, owners = self.workloads()
         pod_list: list[cluster.Pod] = []
