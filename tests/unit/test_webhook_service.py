@@ -22,7 +22,7 @@ from graceguard.domain import cluster, disruption, ledger, policy, protect_rules
 from graceguard.domain import windows as win
 from graceguard.domain.intorpercent import IntOrPercent
 from graceguard.engine import actions as act
-from graceguard.engine import admission_facts
+from graceguard.engine import admission, admission_facts
 from graceguard.processes import supervisor
 from graceguard.webhook import review
 from graceguard.webhook import service as service_module
@@ -912,6 +912,35 @@ async def test_answers_do_not_wait_for_the_ledger_and_settle_writes_every_refusa
     await r.service.settle()
     assert sorted(rec.pod for rec in slow.records) == sorted(f"train-{i}" for i in range(100))
     assert len(r.events.posted) == 100 and r.service.queued == 0
+
+
+@pytest.mark.asyncio
+async def test_what_is_written_after_the_answer_carries_the_reviews_instant() -> None:
+    """The record, the event and the takeover's Disruption are made by the writers after the
+    answer, from what the review kept: written after the clock moved on to another minute and
+    another reporting period, they carry the review's instant, period and name, not the
+    writer's."""
+    slow = SlowDenials()
+    drained = pod("job-0", grace_seconds=7200)
+    r = rig([drained], denials=slow)
+    r.state.pol = policy.DEFAULT
+    r.state.nodes = {"n1": cluster.Node("n1", taints=frozenset({"ToBeDeletedByClusterAutoscaler"}))}
+    assert not response((await r.service.review(capped(drained.name))).body)["allowed"]
+    r.clock.now = NOW + dt.timedelta(minutes=13)  # another minute, another 10-minute period
+    slow.release.set()
+    await r.service.settle()
+    (rec,) = slow.records
+    assert rec.at == NOW and rec.period == ledger.reporting_period(NOW, service_module.REPORT_EVERY)
+    assert rec.period != ledger.reporting_period(r.clock.now, service_module.REPORT_EVERY)
+    assert (rec.rule, rec.requester, rec.node) == ("takeover", AUTOSCALER, "n1")
+    (opened,) = r.opener.created.values()
+    assert opened.requested_at == NOW and opened.requested_by == AUTOSCALER
+    assert opened.id == f"cluster-autoscaler.n1.{int(NOW.timestamp()) // 60}"
+    assert opened.reason == "eviction of team/job-0 by cluster-autoscaler taken over by graceguard"
+    ((ref, reason, message, _warning),) = r.events.posted
+    assert (ref.name, reason) == ("job-0", "EvictionBlocked")
+    assert rec.until is not None
+    assert message.endswith(f"retry after {admission.format_wait(rec.until - NOW)}")
 
 
 @pytest.mark.asyncio

@@ -10,8 +10,9 @@ cluster facts, knows who graceguard is, and reports.
   ``report_every`` (10 minutes) per replica: evictors retry every few seconds. With a shared
   ledger (PostgreSQL) the record's key (the same, with the aligned 10-minute period) also keeps
   several webhook replicas from reporting one period twice. Reporting runs after the answer:
-  the review puts the record on a bounded queue (``MAX_QUEUED``) that up to ``WRITERS`` tasks
-  write to the ledger and the API, so an answer never waits for either; ``settle`` drains the
+  the review puts the refusal on a bounded queue (``MAX_QUEUED``) from which up to ``WRITERS``
+  tasks make its record and event and write them to the ledger and the API, so an answer never
+  waits for either, nor for making them; ``settle`` drains the
   queue (the process does at shutdown, after the server stops taking reviews). What is lost:
   refusals queued when the process is killed outright, and refusals past a full queue (counted in
   ``graceguard_webhook_reports_dropped_total``, logged once per period); the evictor's retry is
@@ -329,21 +330,17 @@ class AdmissionService:
         if self._open_already(key, pod, now):
             self.metrics.took_over(verdict.source, str(scope), "joined")
             return
-        pod_key = pod.key if scope is disruption.Scope.POD else None
-        request = disruption.DisruptionRequest(
-            id=disruptions.request_name(source=verdict.source, node=pod.node, pod=pod_key, at=now),
-            node=pod.node,
-            source=verdict.source,
-            disruption_class=disruption.DisruptionClass.VOLUNTARY,
-            requested_at=now,
-            scope=scope,
-            pod=pod_key,
-            reason=f"eviction of {pod.key} by {verdict.source} taken over by graceguard",
-            requested_by=rev.username[:REQUESTED_BY_MAX],
-            taken_over=True,
-        )
         self._opened.note(key, now)
-        self._later(functools.partial(self._open, request, key, verdict.source), urgent=True)
+        opening = functools.partial(
+            self._open,
+            pod=pod,
+            scope=scope,
+            source=verdict.source,
+            requester=rev.username,
+            at=now,
+            key=key,
+        )
+        self._later(opening, urgent=True)
 
     def _note_asked(self, pod: cluster.Pod, source: str, now: dt.datetime) -> None:
         """Tell the controller that ``source`` asked again for ``pod``, for each Disruption
@@ -375,14 +372,40 @@ class AdmissionService:
         assert pod.node is not None
         return any(r.covers(pod) for r in self._state.open_disruptions(pod.node))
 
-    async def _open(self, request: disruption.DisruptionRequest, key: str, source: str) -> None:
+    async def _open(
+        self,
+        *,
+        pod: cluster.Pod,
+        scope: disruption.Scope,
+        source: str,
+        requester: str,
+        at: dt.datetime,
+        key: str,
+    ) -> None:
+        """Open (or join) the takeover of ``pod``'s eviction by ``source``; the request is made
+        here, after the answer went out, not in the review."""
         if self._opener is None:
             return
+        node = pod.node or ""
+        pod_key = pod.key if scope is disruption.Scope.POD else None
+        name = disruptions.request_name(source=source, node=node, pod=pod_key, at=at)
         try:
+            request = disruption.DisruptionRequest(
+                id=name,
+                node=node,
+                source=source,
+                disruption_class=disruption.DisruptionClass.VOLUNTARY,
+                requested_at=at,
+                scope=scope,
+                pod=pod_key,
+                reason=f"eviction of {pod.key} by {source} taken over by graceguard",
+                requested_by=requester[:REQUESTED_BY_MAX],
+                taken_over=True,
+            )
             created = await self._opener.open_disruption(request)
         except Exception as err:
-            self.metrics.took_over(source, str(request.scope), "failed")
-            log.warning("cannot open the takeover disruption %s: %s", request.id, err)
+            self.metrics.took_over(source, str(scope), "failed")
+            log.warning("cannot open the takeover disruption %s: %s", name, err)
             self._opened.forget(key)
             return
         self.metrics.took_over(source, str(request.scope), "opened" if created else "joined")
@@ -426,10 +449,9 @@ class AdmissionService:
         if self._reported.within(key, now):
             return
         self._reported.note(key, now)
-        # The ledger's key uses aligned periods, so that replicas agree on it.
-        period = ledger.reporting_period(now, self._report_every)
         if len(self._queue) >= MAX_QUEUED:
             self.metrics.reports_dropped.inc()
+            period = ledger.reporting_period(now, self._report_every)
             if self._dropped_logged != period:  # one line per period, not one per refusal
                 self._dropped_logged = period
                 log.warning(
@@ -439,22 +461,35 @@ class AdmissionService:
                     verdict.message,
                 )
             return
-        record = ledger.DenialRecord(
+        reporting = functools.partial(
+            self._send_report, pod=pod, verdict=verdict, requester=rev.username, at=now
+        )
+        self._later(reporting)
+
+    def _record(
+        self, *, pod: cluster.Pod, verdict: admission.Verdict, requester: str, at: dt.datetime
+    ) -> ledger.DenialRecord:
+        return ledger.DenialRecord(
             namespace=pod.namespace,
             pod=pod.name,
             uid=pod.uid,
             node=pod.node,
             source=verdict.source,
-            requester=rev.username,
+            requester=requester,
             rule=str(verdict.rule),
             message=verdict.reason,
             until=verdict.until,
-            at=now,
-            period=period,
+            at=at,
+            # The ledger's key uses aligned periods, so that replicas agree on it.
+            period=ledger.reporting_period(at, self._report_every),
         )
-        self._later(functools.partial(self._send_report, record))
 
-    async def _send_report(self, rec: ledger.DenialRecord) -> None:
+    async def _send_report(
+        self, *, pod: cluster.Pod, verdict: admission.Verdict, requester: str, at: dt.datetime
+    ) -> None:
+        """Record a refusal and post its event; the record is made here, after the answer went
+        out, not in the review."""
+        rec = self._record(pod=pod, verdict=verdict, requester=requester, at=at)
         if self._denials is not None:
             try:
                 if not await self._denials.record_denial(rec):
