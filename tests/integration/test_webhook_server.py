@@ -21,6 +21,7 @@ from graceguard.adapters import selfsigned, webhook_server
 from graceguard.domain import annotations as ann
 from graceguard.domain import cluster, disruption, policy
 from graceguard.engine import admission_facts
+from graceguard.webhook import metrics as webhook_metrics
 from graceguard.webhook.service import AdmissionService, FailurePolicy
 
 NOW = dt.datetime(2026, 11, 21, 3, 0, tzinfo=dt.UTC)
@@ -75,8 +76,14 @@ def review(name: str = "train", version: str = "admission.k8s.io/v1") -> bytes:
 
 
 class Server:
-    def __init__(self, port: int, ca: pathlib.Path, tls: webhook_server.ReloadingTLS) -> None:
-        self.port, self.ca, self.tls = port, ca, tls
+    def __init__(
+        self,
+        port: int,
+        ca: pathlib.Path,
+        tls: webhook_server.ReloadingTLS,
+        metrics: webhook_metrics.WebhookMetrics,
+    ) -> None:
+        self.port, self.ca, self.tls, self.metrics = port, ca, tls, metrics
 
     def client_context(self, ca: pathlib.Path | None = None) -> ssl.SSLContext:
         return ssl.create_default_context(cafile=str(ca or self.ca))
@@ -119,7 +126,7 @@ async def server(tmp_path: pathlib.Path) -> AsyncIterator[Server]:
     await site.start()
     port = runner.addresses[0][1]
     try:
-        yield Server(port, ca, tls)
+        yield Server(port, ca, tls, service.metrics)
     finally:
         await runner.cleanup()
 
@@ -214,6 +221,33 @@ async def test_a_body_that_never_arrives_is_a_408_and_others_are_served_meanwhil
     data = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), timeout=5)
     writer.close()
     assert data.startswith(b"HTTP/1.1 408") and b"Connection: close" in data, data[:200]
+
+
+@pytest.mark.asyncio
+async def test_answers_on_one_kept_connection_are_each_timed_once_written(server: Server) -> None:
+    """The handler writes the answer itself and then counts its time: an evictor's kept-alive
+    connection still gets every answer whole, and each one is in the latency histogram."""
+    reader, writer = await asyncio.open_connection(
+        "127.0.0.1", server.port, ssl=server.client_context(), server_hostname="127.0.0.1"
+    )
+    body = review()
+    head = f"POST {webhook_server.PATH} HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\n\r\n"
+    for _ in range(3):
+        writer.write(head.encode() + body)
+        found = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), timeout=5)
+        assert found.startswith(b"HTTP/1.1 200") and b"Connection: close" not in found, found
+        length = int(found.split(b"Content-Length: ", 1)[1].split(b"\r\n", 1)[0])
+        answer = json.loads(await asyncio.wait_for(reader.readexactly(length), timeout=5))
+        assert answer["response"]["allowed"] is False
+    writer.close()
+    samples = {
+        s.name: s.value
+        for metric in server.metrics.latency.collect()
+        for s in metric.samples
+        if s.name.endswith(("_count", "_sum"))
+    }
+    assert samples["graceguard_webhook_review_seconds_count"] == 3
+    assert samples["graceguard_webhook_review_seconds_sum"] > 0
 
 
 @pytest.mark.asyncio
