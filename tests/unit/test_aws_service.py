@@ -134,16 +134,19 @@ REBALANCE = (
 
 
 class CachedNodes:
-    """``ports.CachedNodes`` over the fake cluster's nodes, each at version ``"7"``."""
+    """``ports.CachedNodes`` over the fake cluster's nodes, each at version ``"7"``, and the
+    fake store's Disruptions, each at ``"3"``."""
 
-    def __init__(self, fake: SnapshotCluster) -> None:
+    def __init__(self, fake: SnapshotCluster, found: FakeDisruptions) -> None:
         self.fake = fake
+        self.found = found
 
     def node(self, name: str) -> cluster.Node | None:
         return next((n for n in self.fake.snapshot.nodes if n.name == name), None)
 
     def versions(self, keys: list[str]) -> dict[str, str]:
-        return dict.fromkeys(keys, "7")
+        known = {f"disruption:{name}": "3" for name in self.found.objects}
+        return {k: "7" if k.startswith("node:") else known.get(k, "") for k in keys}
 
 
 class CountedCordons(SnapshotCluster):
@@ -181,7 +184,11 @@ def _service(
         clock=lambda: T0,
         causes=causes,
         cause_seconds=0.05,
-        cordons=early_cordon.EarlyCordon(nodes=CachedNodes(fake), cluster=fake) if early else None,
+        cordons=(
+            early_cordon.EarlyCordon(nodes=CachedNodes(fake, found), cluster=fake)
+            if early
+            else None
+        ),
     )
     return svc, asg, found, fake
 
@@ -213,7 +220,8 @@ async def test_terminating_node_opens_a_held_voluntary_disruption() -> None:
 
 async def test_an_opened_hold_cordons_its_node_at_once_and_a_redelivery_does_not_again() -> None:
     """Issue 22: the node is cordoned as the message is handled, before any reconcile round,
-    over the version the cache read; without ``cordons`` the message leaves it to the round."""
+    over the version the cache read; a redelivery, whose Disruption the cache knows, leaves the
+    node to its rounds; without ``cordons`` the message leaves it to the round."""
     svc, _, found, fake = _service(early=True)
     verdict = await svc.handle(_lifecycle())
     request_id = verdict.request_id or ""

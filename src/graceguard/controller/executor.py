@@ -136,6 +136,21 @@ def _grouped(
     return per_pod, per_node, heartbeats
 
 
+NODE_PATCHES = (act.Cordon, act.Uncordon, act.HoldNode)
+"""Node-wide actions that write the Node object; the others write their Disruption."""
+
+
+def _split_node_wide(
+    ordered: Sequence[act.Action], indexes: Sequence[int]
+) -> tuple[list[int], list[int]]:
+    """One node's group of node-wide actions as two chains carried out side by side, each in
+    the order planned: the writes of the Node (its cordon over the version read, then its
+    hold), and those of its Disruptions (their status, conditioned on their own versions). The
+    two touch different objects, so neither waits on the other's answers (issue 22)."""
+    on_node = [i for i in indexes if isinstance(ordered[i], NODE_PATCHES)]
+    return on_node, [i for i in indexes if not isinstance(ordered[i], NODE_PATCHES)]
+
+
 def _pods_by_group(
     ordered: Sequence[act.Action],
     per_node: Mapping[str, Sequence[int]],
@@ -217,8 +232,9 @@ class Executor:
         """Carry out ``actions``: each node's node-wide ones first (its heartbeats after its
         status writes), then each pod's of that node in order; up to ``concurrency`` nodes and
         pods at a time (a 100-pod drain is then not 600 calls in a row, and a hundred nodes'
-        cordons not a hundred in a row). Each node's actions (its cordon, hold, its Disruptions'
-        status) stay in the order planned.
+        cordons not a hundred in a row). Each node's writes of the Node (its cordon, its hold)
+        stay in the order planned, and so do its Disruptions' status writes; the two chains go
+        side by side (``_split_node_wide``).
 
         A pod whose actions all belong to Disruptions with node-wide actions in one node's
         group (the node a message or a shutdown just disrupted) goes as soon as that group is
@@ -257,7 +273,8 @@ class Executor:
 
         async def node(key: str) -> None:
             indexes = per_node[key]
-            await in_order(indexes)
+            on_node, on_disruptions = _split_node_wide(ordered, indexes)
+            await asyncio.gather(*(in_order(chain) for chain in (on_node, on_disruptions) if chain))
             stale.update(
                 o.action.request_id
                 for i in indexes

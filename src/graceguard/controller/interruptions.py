@@ -30,8 +30,8 @@
 - A body that cannot be read: left on the queue (not deleted), so the queue's redrive policy
   moves it to the dead-letter queue after its ``maxReceiveCount``; the log line says why.
 
-An opened Disruption's node is cordoned at once (``early_cordon``), as its first round would,
-without waiting for that round (issue 22); the round plans the rest.
+A new Disruption's node is cordoned as it is opened (``early_cordon``), as its first round
+would, without waiting for that round (issue 22); the round plans the rest.
 
 Redelivery is idempotent: a Disruption's name is derived from the source, the node and the
 minute of the event's own time, so the same message opens nothing new (409, joined).
@@ -96,7 +96,7 @@ class Interruptions:
         cause_seconds: float = CAUSE_SECONDS,
         cordons: early_cordon.EarlyCordon | None = None,
     ) -> None:
-        """``cordons``: each opened Disruption's node cordoned at once, before its round
+        """``cordons``: a new Disruption's node cordoned as it is opened, before its round
         (``None``: by its round only)."""
         self._cordons = cordons
         self._causes = causes
@@ -162,20 +162,16 @@ class Interruptions:
             )
         except LookupError as err:
             return Verdict(Disposition.RETRY, f"{where}: the hook cannot be read: {err}")
-        found = await self._cause(action, where)
-        source = interruptions.scaling_source(found)
-        reason = f"EC2 Auto Scaling terminates {where}"
-        if found is not None and found.cause:
-            reason = f"{reason}: {' '.join(found.cause.split())}"
         hold = disruption.Hold(
             heartbeat_timeout=timeout,
             last_heartbeat=action.at,
             cap=interruptions.hook_cap(action.at, timeout),
             action=action.ref,
         )
+        reason = f"EC2 Auto Scaling terminates {where}"
         request = self._request(
             node=node,
-            source=source,
+            source=LIFECYCLE_SOURCE,
             at=action.at,
             klass=disruption.DisruptionClass.VOLUNTARY,
             deadline=hold.cap,
@@ -183,10 +179,28 @@ class Interruptions:
             by=f"autoscaling:{action.group}",
             named_for=LIFECYCLE_SOURCE,
         )
+        # The cordon does not wait for the cause: only the source and the reason do.
+        cordoning = self._cordoning(dataclasses.replace(request, hold=hold))
+        try:
+            found = await self._cause(action, where)
+        except BaseException:
+            if cordoning is not None:
+                cordoning.cancel()
+            raise
+        source = interruptions.scaling_source(found)
+        if found is not None and found.cause:
+            reason = f"{reason}: {' '.join(found.cause.split())}"
         return await self._open(
-            dataclasses.replace(request, hold=hold),
+            dataclasses.replace(request, source=source, reason=reason, hold=hold),
             what=f"hold ({source}) on {where}, node {node}",
+            cordoning=cordoning,
         )
+
+    def _cordoning(self, request: disruption.DisruptionRequest) -> asyncio.Task[bool] | None:
+        """The early cordon of ``request``'s node begun (``None``: none asked for)."""
+        if self._cordons is None:
+            return None
+        return asyncio.create_task(self._cordons.cordon(request))
 
     async def _cause(
         self, action: interruptions.LifecycleAction, where: str
@@ -309,11 +323,16 @@ class Interruptions:
         request: disruption.DisruptionRequest,
         *,
         what: str,
+        cordoning: asyncio.Task[bool] | None = None,
     ) -> Verdict:
+        """Cordon its node early (``cordoning``: begun already), then create ``request``."""
+        if cordoning is None:
+            cordoning = self._cordoning(request)
+        cordoned = cordoning is not None and await cordoning
         opened = await self._disruptions.open_disruption(request)
         verb = "opened" if opened else "joined"
-        if opened and self._cordons is not None and await self._cordons.cordon(request):
-            verb = "opened (its node cordoned)"
+        if cordoned:
+            verb = f"{verb} (its node cordoned)"
         if request.hold is None:
             return Verdict(Disposition.DELETE, f"{what}: Disruption {request.id} {verb}")
         if not opened:

@@ -321,8 +321,8 @@ class CachedNodes(Protocol):
         """The node of that name, ``None`` when the cache has none."""
 
     def versions(self, keys: list[str]) -> dict[str, str]:
-        """The versions of the objects keyed as ``rounds.written_key`` (``node:NAME``), as read
-        now (``""``: not known)."""
+        """The versions of the objects keyed as ``rounds.written_key`` (``node:NAME``,
+        ``disruption:NAME``), as read now (``""``: not in the cache)."""
 
 
 class InstanceNodes(Protocol):

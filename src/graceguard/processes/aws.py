@@ -43,13 +43,17 @@ def wire(
     options: AwsOptions,
     *,
     client: kube_client.Client,
+    writes: kube_client.Client,
     view: kube_view.ClusterView,
     writer: kube_writer.LightkubeWriter,
     leadership: ports.Leadership,
 ) -> Wired:
     calls = clients.AwsCalls(endpoint=options.endpoint, region=options.region)
     hooks = lifecycle.AutoscalingHooks(calls)
-    found = kube_disruptions.DisruptionStore(client, cache=view.disruptions.store)
+    # The Disruptions a burst of messages opens go through the writes' client, whose
+    # connections stay open: on the watches' client, each create beyond its pool's idle
+    # connections paid for a TLS handshake (bench_sqs_to_cordon's profile, issue 22).
+    found = kube_disruptions.DisruptionStore(writes, cache=view.disruptions.store)
     keeper = holds.AsgHoldKeeper(autoscaling=hooks, records=found, clock=_clock)
     worker = aws_queue.QueueWorker(
         queue=sqs.SqsQueue(calls, url=options.queue_url),

@@ -204,7 +204,12 @@ def _services(
     )
     wired = (
         aws_wiring.wire(
-            aws, client=io.client, view=cluster_view, writer=io.writer, leadership=io.elector
+            aws,
+            client=io.client,
+            writes=io.writes,
+            view=cluster_view,
+            writer=io.writer,
+            leadership=io.elector,
         )
         if aws is not None
         else None
