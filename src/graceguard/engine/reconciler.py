@@ -384,8 +384,8 @@ def cordon_for(
     """The cordon a node's drain begins with, for the first of ``requests`` (most urgent first)
     that covers the whole node: ``None`` when none does, when the most urgent is ``Failed`` (a node
     gone or NotReady: nothing to protect), or when the node is unknown or unschedulable already.
-    A node's first round plans it (``plan_node``), and the interruption queue writes it as soon
-    as its Disruption opens (``controller.interruptions``), before that round comes."""
+    A node's first round plans it (``plan_node``), and the interruption queue writes it just
+    before it creates the Disruption (``controller.early_cordon``), before that round comes."""
     if not requests or requests[0].disruption_class is disruption.DisruptionClass.FAILED:
         return None
     whole = next((r for r in requests if r.scope is not disruption.Scope.POD), None)
