@@ -266,3 +266,82 @@ async def test_naive_times_are_refused_by_the_column_type() -> None:
         object.__setattr__(rec, "started_at", NOW.replace(tzinfo=None))
         with pytest.raises(LedgerError, match="naive datetime"):
             await led.terminations.record(rec)
+
+
+def _commits(led: Ledger) -> list[int]:
+    """A counter of the ledger engine's commits (one element per commit), through SQLAlchemy's
+    ``commit`` event on the engine ``database.Database`` keeps (a private name: the group commit
+    is what is under test, and its commits are not visible from outside)."""
+    seen: list[int] = []
+    engine = led._db._engine.sync_engine
+    sa.event.listen(engine, "commit", lambda _conn: seen.append(1))
+    return seen
+
+
+def _evictions(count: int, *, prefix: str) -> list[ledger.ActionRecord]:
+    return [eviction(uid=f"{prefix}-{i}") for i in range(count)]
+
+
+@pytest.mark.asyncio
+async def test_records_written_at_once_share_commits_and_each_gets_its_own_answer(
+    ledger_url: str,
+) -> None:
+    """64 evictions claimed at once (a drain at the executor's concurrency) go in a few group
+    commits, not 64; one after another they are 64 commits (the counter counts). Two claims of
+    one action in the same group: the first is new, the second is not."""
+    async with await Ledger.open(ledger_url) as led:
+        commits = _commits(led)
+        for action in _evictions(64, prefix="serial"):
+            assert await led.actions.claim(action)
+        assert len(commits) == 64
+
+        commits.clear()
+        at_once = _evictions(64, prefix="at-once")
+        twice = at_once[10]
+        answers = await asyncio.gather(*(led.actions.claim(a) for a in [*at_once, twice]))
+        assert answers == [True] * 64 + [False]
+        assert 1 <= len(commits) <= 3, commits
+        for action in at_once:
+            assert await led.actions.for_pod(action.uid) == (action,)
+
+
+@pytest.mark.asyncio
+async def test_a_bad_record_in_a_group_fails_alone_and_loses_no_other(ledger_url: str) -> None:
+    """A record the database refuses (a naive time, refused by the column type) in a group of
+    good ones: it fails with its own one-line error, and every other record of the group is
+    written, whatever kind it is."""
+    async with await Ledger.open(ledger_url) as led:
+        bad = eviction(uid="bad")
+        object.__setattr__(bad, "at", NOW.replace(tzinfo=None))
+        good = _evictions(20, prefix="good")
+        answers = await asyncio.gather(
+            *(led.actions.claim(a) for a in good[:10]),
+            led.actions.claim(bad),
+            led.terminations.record(record("beside")),
+            *(led.actions.claim(a) for a in good[10:]),
+            return_exceptions=True,
+        )
+        assert isinstance(answers[10], LedgerError)
+        assert "cannot claim an action" in str(answers[10])
+        assert "naive datetime" in str(answers[10])
+        assert answers[:10] + answers[11:] == [True] * 21
+        for action in good:
+            assert await led.actions.for_pod(action.uid) == (action,)
+        assert await led.actions.for_pod("bad") == ()
+        assert [r.pod for r in await led.terminations.query(pod="beside")] == ["beside"]
+
+
+@pytest.mark.asyncio
+async def test_closing_the_ledger_writes_the_records_handed_to_it_first(ledger_url: str) -> None:
+    """Records whose writers did not wait for their answer (a process stopping) are in the
+    ledger once it is closed."""
+    handed = _evictions(30, prefix="handed")
+    led = await Ledger.open(ledger_url)
+    writes = [asyncio.ensure_future(led.actions.claim(a)) for a in handed]
+    await asyncio.sleep(0)  # each claim handed to the group commit, none answered yet
+    assert not any(w.done() for w in writes)
+    await led.close()
+    assert [w.result() for w in writes] == [True] * 30
+    async with await Ledger.open(ledger_url) as reopened:
+        for action in handed:
+            assert await reopened.actions.for_pod(action.uid) == (action,)

@@ -24,8 +24,7 @@ class Actions:
             .on_conflict_do_nothing(index_elements=["uid", "kind", "request_id"])
             .returning(a.c.id)
         )
-        async with self._db.transaction("claim an action") as conn:
-            return (await conn.execute(stmt)).first() is not None
+        return await self._db.insert_new(stmt, doing="claim an action")
 
     async def for_pod(self, uid: str) -> tuple[ledger.ActionRecord, ...]:
         """Every notice and eviction graceguard recorded for the pod, oldest first."""

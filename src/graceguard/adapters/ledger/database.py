@@ -1,7 +1,8 @@
 """The database a ledger is kept in: SQLAlchemy 2's asyncio engine over aiosqlite or asyncpg, its
 transactions (every database or network failure comes out as ``LedgerError`` with a one-line
-message) and its dialect's ``INSERT ... ON CONFLICT DO NOTHING``. Shared by the ledger's parts
-(``store``, ``terminations``, ``actions``, ``denials``); holds no table of its own."""
+message), its dialect's ``INSERT ... ON CONFLICT DO NOTHING``, and the group commit the ledger's
+records go through (``Database.insert_new``). Shared by the ledger's parts (``store``,
+``terminations``, ``actions``, ``denials``); holds no table of its own."""
 
 from __future__ import annotations
 
@@ -24,10 +25,20 @@ _CONNECT_TIMEOUT_S = 10
 _SQLITE_BUSY_TIMEOUT_S = 30
 
 
+_UNREACHABLE = (exc.OperationalError, exc.InterfaceError, OSError, TimeoutError)
+"""A failed group commit whose error is the database's, not one record's (refused, unreachable,
+locked past the busy timeout): trying each record again alone would only wait as long again."""
+_Pending = tuple[Any, str, "asyncio.Future[bool]"]
+"""A record waiting for the next group commit: its ``INSERT``, what it does (for its error), and
+the caller's answer."""
+
+
 class Database:
     def __init__(self, url: urls.LedgerURL) -> None:
         self.url = url
         self._engine = _engine(url)
+        self._pending: list[_Pending] = []
+        self._committing: asyncio.Task[None] | None = None
 
     @property
     def shown(self) -> str:
@@ -39,6 +50,9 @@ class Database:
         return self.url.dialect
 
     async def dispose(self) -> None:
+        """The engine closed, after the records already handed to ``insert_new`` are written."""
+        while self._committing is not None:
+            await asyncio.shield(self._committing)
         await self._engine.dispose()
 
     def insert(self, table: sa.Table) -> Any:
@@ -55,7 +69,68 @@ class Database:
         except LedgerError:
             raise
         except (exc.SQLAlchemyError, OSError, TimeoutError) as err:
-            raise LedgerError(f"{self.shown}: cannot {doing}: {_one_line(err)}") from err
+            raise self._error(doing, err) from err
+
+    def _error(self, doing: str, err: BaseException) -> LedgerError:
+        if isinstance(err, LedgerError):
+            return err
+        return LedgerError(f"{self.shown}: cannot {doing}: {_one_line(err)}")
+
+    async def insert_new(self, stmt: Any, *, doing: str) -> bool:
+        """Run ``stmt``, an ``INSERT ... ON CONFLICT DO NOTHING RETURNING`` of one row: whether
+        the row was new (``False``: its key was there already). Raises ``LedgerError``.
+
+        Records written at the same time share one transaction (a group commit): the first starts
+        a commit at once, and those that come while it runs go together in the next, as soon as
+        it ends; nothing waits on a timer. Concurrent writers each in their own transaction cost
+        SQLite a lock wait each (64 evictions of one drain: 0.37 s against 0.1 s one after
+        another, issue 22) and PostgreSQL a commit each. Within a group the statements run in the
+        order they came, so of two records with one key the first is the new one. When the
+        group's transaction fails, each of its records is tried again in a transaction of its
+        own: one bad record fails alone, with its own error, and loses no other; when the
+        database could not be reached or answered none (``_UNREACHABLE``), each record fails
+        with that error at once, as it would have alone."""
+        answer: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self._pending.append((stmt, doing, answer))
+        if self._committing is None:
+            self._committing = asyncio.create_task(self._commit_groups())
+        return await answer
+
+    async def _commit_groups(self) -> None:
+        group: list[_Pending] = []
+        try:
+            while self._pending:
+                group, self._pending = self._pending, []
+                try:
+                    async with self._engine.begin() as conn:
+                        new = [(await conn.execute(s)).first() is not None for s, _, _ in group]
+                except Exception as err:
+                    if len(group) > 1 and not isinstance(err, _UNREACHABLE):
+                        await self._one_by_one(group)  # one record's fault: each tried alone
+                        continue
+                    for _, doing, answer in group:
+                        if not answer.done():
+                            answer.set_exception(self._error(doing, err))
+                    continue
+                for (_, _, answer), was_new in zip(group, new, strict=True):
+                    if not answer.done():  # its caller may have given up (cancelled)
+                        answer.set_result(was_new)
+        finally:
+            self._committing = None
+            for _, _, answer in (*group, *self._pending):  # cancelled itself: none left waiting
+                answer.cancel()
+
+    async def _one_by_one(self, group: list[_Pending]) -> None:
+        for stmt, doing, answer in group:
+            try:
+                async with self.transaction(doing) as conn:
+                    was_new = (await conn.execute(stmt)).first() is not None
+            except Exception as err:  # the caller's error, not the group's
+                if not answer.done():
+                    answer.set_exception(err)
+                continue
+            if not answer.done():
+                answer.set_result(was_new)
 
 
 async def check_opens(url: urls.LedgerURL) -> None:

@@ -26,8 +26,7 @@ class Denials:
             .on_conflict_do_nothing(index_elements=["uid", "source", "rule", "period"])
             .returning(d.c.id)
         )
-        async with self._db.transaction("record a denial") as conn:
-            return (await conn.execute(stmt)).first() is not None
+        return await self._db.insert_new(stmt, doing="record a denial")
 
     async def query(
         self,

@@ -24,8 +24,7 @@ class Terminations:
             .on_conflict_do_nothing(index_elements=["uid", "started_at"])
             .returning(t.c.id)
         )
-        async with self._db.transaction("record a termination") as conn:
-            return (await conn.execute(stmt)).first() is not None
+        return await self._db.insert_new(stmt, doing="record a termination")
 
     async def query(
         self,
