@@ -167,3 +167,33 @@ def _node_actions_for(node: str) -> list[act.Action]:
         act.HoldNode(node=node, request_id=f"r-{node}"),
         act.Cordon(node=node, request_id=f"r-{node}"),
     ]
+
+
+def test_each_node_s_first_pod_goes_before_any_node_s_second() -> None:
+    """Issue 22: when many nodes are disrupted at once (100 SQS messages), a slot freed goes to
+    the waiting pod of the lowest place among its node's pods, not to the pod that waited
+    first: with every node's pods waiting (one slot, taken by the three nodes' cordons and holds
+    first), every node's first pod is told before any node's second. Each node's own pods stay
+    in the order planned. (With a plain semaphore the slots went node after node: n0's three
+    pods, then n1's.)"""
+    concurrency = 1
+    fake = SlowNode("none")
+    nodes, pods = ("n0", "n1", "n2"), 3
+    actions: list[act.Action] = []
+    for node in nodes:
+        actions += _node_actions_for(node)
+    for i, node in enumerate(nodes):
+        actions += [
+            act.ReportDeadlineExceeded(pod=_pod(10 * i + k), message="m", request_id=f"r-{node}")
+            for k in range(pods)
+        ]
+    outcomes = asyncio.run(
+        executor.Executor(cluster=fake, concurrency=concurrency).run(actions, now=NOW)
+    )
+    assert all(o.ok for o in outcomes) and len(outcomes) == len(actions)
+    told = [w.split()[1] for w in fake.written if w.startswith("DeadlineExceeded")]
+    firsts, rest = told[:3], told[3:]
+    assert sorted(firsts) == ["p0", "p10", "p20"], told
+    assert sorted(rest) == ["p1", "p11", "p12", "p2", "p21", "p22"], told
+    for node_pods in (["p0", "p1", "p2"], ["p10", "p11", "p12"], ["p20", "p21", "p22"]):
+        assert [p for p in told if p in node_pods] == node_pods, told

@@ -11,7 +11,8 @@ need going, through ports. From the top (the layers ``.importlinter`` keeps insi
   (Karpenter's NodeClaim expiry and termination timestamp, ``graceguard.io/expires-at``,
   ``MaintenancePlanned``) opened as imminent Disruptions;
 - ``notify``: the policy's notify sinks; ``metrics``: what the rounds did, for Prometheus;
-- ``executor``: the one interpreter of the engine's actions; ``window_memory``: which pod it
+- ``executor``: the one interpreter of the engine's actions, its writes in flight ranked by
+  ``write_gate``; ``window_memory``: which pod it
   evicted in which maintenance window, kept where a new leader reads it; ``holds``: the Auto
   Scaling holds kept alive and released;
 - ``ports``: every protocol the above reach the outside through.

@@ -26,7 +26,7 @@ import datetime as dt
 import logging
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 
-from graceguard.controller import ports, window_memory
+from graceguard.controller import ports, window_memory, write_gate
 from graceguard.domain import deadlines, durations, notifications, pod_writes, termination, times
 from graceguard.engine import actions as act
 
@@ -65,8 +65,8 @@ ended, the pod went) is forgotten: a later notice failure starts its ``NOTICE_WA
 
 
 Requeue = Callable[[], Awaitable[None]]
-"""Gives a pod's slot among the writes in flight up and waits for one again, behind the pods
-waiting (``Executor.run``)."""
+"""Gives a pod's slot among the writes in flight up and waits for one again, behind every pod
+still waiting for its first (``Executor.run``)."""
 
 UNWRITTEN = frozenset({"backing off", "refused", STALE, UNTOLD})
 """Outcomes that succeeded without changing the object the action names (an eviction refused or
@@ -87,13 +87,20 @@ class Outcome:
         return self.ok and self.detail not in UNWRITTEN
 
 
-def _requeue(gate: asyncio.Semaphore) -> Requeue:
-    """``Requeue`` on ``gate``: its slot given up and waited for again, behind every task
-    waiting for one (asyncio's semaphore wakes its waiters in turn)."""
+NODE_WIDE: write_gate.Rank = (0, 0)
+"""A node's node-wide writes and heartbeats take a slot before any pod's (``write_gate``)."""
 
+
+def _pod_rank(place: int, *, again: bool = False) -> write_gate.Rank:
+    """A pod's rank for a slot: by its place among its node's pods (``place``), so that each
+    node's first pod goes before any node's second; a pod waiting ``again`` (``Requeue``) after
+    every pod's first wait."""
+    return (2 if again else 1, place)
+
+
+def _requeue(held: write_gate.Held, place: int) -> Requeue:
     async def requeue() -> None:
-        gate.release()
-        await gate.acquire()
+        await held.requeue(_pod_rank(place, again=True))
 
     return requeue
 
@@ -242,6 +249,10 @@ class Executor:
         node. Any other pod (no Disruption, or one with no node-wide action this round) goes
         after every node's group and every heartbeat, as before.
 
+        A slot freed goes first to a node's node-wide writes, then to the pod of the lowest
+        place among its node's pods (``write_gate``): when a hundred nodes are disrupted at once,
+        each node's first pod is told before any node's second, rather than node after node.
+
         ``versions``: the versions of the objects the actions were planned from, keyed as
         ``rounds.written_key`` (``disruption:NAME``); a Disruption's status is written only over
         its version there (none there: unconditionally)."""
@@ -253,20 +264,19 @@ class Executor:
         outcomes: list[Outcome | None] = [None] * len(ordered)
         per_pod, per_node, heartbeats = _grouped(ordered)
         after_node, after_all = _pods_by_group(ordered, per_node, per_pod)
-        gate = asyncio.Semaphore(self._concurrency)
+        gate = write_gate.WriteGate(self._concurrency)
         stale: set[str | None] = set()
         nodes_done = {key: asyncio.Event() for key in per_node}
 
         async def in_order(indexes: list[int]) -> None:
-            async with gate:
+            async with gate.slot(NODE_WIDE):
                 for i in indexes:
                     outcomes[i] = await self._attempt(ordered[i], now, read)
 
-        requeue = _requeue(gate)
-
-        async def one_pod(indexes: list[int]) -> None:
-            async with gate:
+        async def one_pod(indexes: list[int], place: int) -> None:
+            async with gate.slot(_pod_rank(place)) as held:
                 pod = [ordered[i] for i in indexes]
+                requeue = _requeue(held, place)
                 done = await self._pod(pod, now, read, stale=stale, requeue=requeue)
                 for i, outcome in zip(indexes, done, strict=True):
                     outcomes[i] = outcome
@@ -287,7 +297,8 @@ class Executor:
             if key in heartbeats:
                 await in_order(heartbeats[key])
             nodes_done[key].set()
-            await asyncio.gather(*(one_pod(per_pod[p]) for p in after_node.get(key, ())))
+            pods = after_node.get(key, ())
+            await asyncio.gather(*(one_pod(per_pod[p], n) for n, p in enumerate(pods)))
 
         async def the_rest() -> None:
             for done in nodes_done.values():
@@ -295,7 +306,7 @@ class Executor:
             await asyncio.gather(
                 *(in_order(indexes) for key, indexes in heartbeats.items() if key not in per_node)
             )
-            await asyncio.gather(*(one_pod(per_pod[p]) for p in after_all))
+            await asyncio.gather(*(one_pod(per_pod[p], n) for n, p in enumerate(after_all)))
 
         await asyncio.gather(*(node(key) for key in per_node), the_rest())
         return [o for o in outcomes if o is not None]
