@@ -1,13 +1,14 @@
 """The eviction webhook's composition root: real adapters wired into ``AdmissionService``.
 
-Informers and facts (``LiveAdmissionState``), events through ``LightkubeWriter``, refusals to the
-ledger (``LazyLedger``, opened on first use), the ``Disruption`` objects a takeover opens through
-``DisruptionStore``, the HTTPS server with a certificate reloaded when its files change, probes
+Informers and facts (``LiveAdmissionState``) on one API client; events through ``LightkubeWriter``
+and the ``Disruption`` objects a takeover opens through ``DisruptionStore`` on a second, a client
+of writes only (``client.connect(writers=...)``); refusals to the ledger (``LazyLedger``, opened
+on first use), the HTTPS server with a certificate reloaded when its files change, probes
 and metrics; with ``arm_configuration``, the task that sets the failure policy on the webhook's own
 configuration once it serves (``webhook_config``); with ``controller_lease_at``, whether a
 controller leads (``controller_lease``: without one, no eviction is taken over).
 ``supervisor.supervise`` runs it all and shuts it down in order: the HTTPS server stops taking
-reviews, the reports already started finish, then the ledger and the client close.
+reviews, the reports already started finish, then the ledger and the clients close.
 
 Wiring only: no decisions here, and no client library (those are behind ``graceguard.adapters``).
 """
@@ -31,6 +32,7 @@ from graceguard.adapters.kube import (
 from graceguard.adapters.kube import client as kube_client
 from graceguard.processes import supervisor
 from graceguard.webhook import metrics
+from graceguard.webhook import service as webhook_service
 from graceguard.webhook.service import AdmissionService, FailurePolicy
 
 COMPONENT = "graceguard.io/webhook"
@@ -63,6 +65,9 @@ async def run(
     """Serve reviews until a task fails (or it is cancelled). ``ledger_url=None`` records no
     refusals; ``KubeError`` when the kubeconfig cannot be loaded."""
     client = kube_client.connect(kubeconfig)
+    # The reports' Events and the takeovers' Disruptions: writes only, on kept-open connections
+    # at a fraction of the CPU per request (``unary_transport``), on the core the answers share.
+    writes = kube_client.connect(kubeconfig, writers=webhook_service.WRITERS)
     counted = metrics.WebhookMetrics()
     state = admission_state.LiveAdmissionState(
         client, interval=facts_interval, after_build=webhook_server.HeapFreezer(), metrics=counted
@@ -75,13 +80,13 @@ async def run(
         if controller_lease_at is not None
         else None
     )
-    events = writer.LightkubeWriter(client, instance=identity, component=COMPONENT)
+    events = writer.LightkubeWriter(writes, instance=identity, component=COMPONENT)
     service = AdmissionService(
         state=state,
         events=events,
         sightings=events,
         denials=denials,
-        opener=disruptions.DisruptionStore(client),
+        opener=disruptions.DisruptionStore(writes),
         controller=presence,
         trusted=trusted,
         failure_policy=failure_policy,
@@ -99,6 +104,7 @@ async def run(
         )
     except BaseException:
         await client.close()
+        await writes.close()
         raise
     supervisor.log.info(
         "graceguard webhook %s on https://%s:%d%s, trusting %s, failurePolicy %s",
@@ -135,6 +141,7 @@ async def run(
             service.settle,
             *([denials.close] if denials is not None else []),
             client.close,
+            writes.close,
         ],
     )
 
