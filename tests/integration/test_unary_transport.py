@@ -116,6 +116,25 @@ async def test_a_watch_is_refused(served: tuple[Server, str, ssl.SSLContext]) ->
 
 
 @pytest.mark.asyncio
+async def test_a_followed_log_is_refused_and_a_log_read_to_its_end_comes_back_whole(
+    served: tuple[Server, str, ssl.SSLContext],
+) -> None:
+    """A log with ``follow`` would never end; the last lines of one (``tailLines``, as
+    ``adapters.kube.logs`` reads them before an eviction) are one answer, read line by line
+    through httpx's streaming API as lightkube reads them."""
+    server, url, verify = served
+    log = f"{url}/api/v1/namespaces/n/pods/p/log?container=c&tailLines=200"
+    async with client(verify) as http:
+        with pytest.raises(httpx2.UnsupportedProtocol, match="a followed log"):
+            await http.get(f"{log}&follow=true")
+        assert server.seen == []
+        async with http.stream("GET", f"{log}&follow=false") as answer:
+            lines = [line async for line in answer.aiter_lines()]
+    assert lines == ['{"echo": ""}']
+    assert server.seen[0][1].endswith("tailLines=200&follow=false")
+
+
+@pytest.mark.asyncio
 async def test_no_server_and_no_answer_are_httpx_errors(
     served: tuple[Server, str, ssl.SSLContext],
 ) -> None:

@@ -112,7 +112,8 @@ class _Adapters:
     ledger: ledger_store.Ledger
     client: kube_client.Client
     writes: kube_client.Client
-    """The executor's writes' own client (``writer``'s: requests only, no watch)."""
+    """The executor's writes' own client (``writer``'s, and ``log_source``'s for the last
+    lines captured before an eviction: requests only, no watch)."""
     writer: writer.LightkubeWriter
     written: written.Writes
     """The writer's pod and node writes until the view's informers have seen them."""
@@ -151,7 +152,7 @@ async def _adapters(
         writes=writes,
         writer=writer.LightkubeWriter(writes, instance=identity, writes=registry),
         written=registry,
-        log_source=kube_logs.KubeLogSource(client),
+        log_source=kube_logs.KubeLogSource(writes),
         elector=lease.LeaseElector(
             client, namespace=lease_namespace, name=lease_name, identity=identity
         ),
@@ -295,7 +296,7 @@ async def _connect(
     *, ledger_url: str, kubeconfig: pathlib.Path | None, writers: int
 ) -> tuple[ledger_store.Ledger, kube_client.Client, kube_client.Client]:
     """The ledger opened and the API clients made: one for the watches and the rest, one for
-    the executor's writes (``writers`` in flight, never a watch); the ledger closed
+    the executor's writes and log captures (``writers`` in flight, never a watch); the ledger closed
     again when the clients cannot be."""
     ledger = await ledger_store.Ledger.open(ledger_url)
     try:

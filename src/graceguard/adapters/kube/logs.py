@@ -1,5 +1,8 @@
 """``LogSource`` on the ``pods/log`` subresource (the kubelet serves it; a kwok node has none,
-and the API then answers with an error that becomes "no logs available")."""
+and the API then answers with an error that becomes "no logs available"). The last lines are
+read to their end, never followed: the controller reads them through its client of unary
+requests (``client.connect(writers=...)``, connections kept open), beside the executor's
+writes, so that the captures before a mass drain's evictions open no new connection each."""
 
 from __future__ import annotations
 

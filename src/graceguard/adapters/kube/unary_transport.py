@@ -9,8 +9,9 @@ aiohttp's client (its parser in C, one write per request) took about 0.4 ms unde
 the same Event creates against the same local TLS server. lightkube, its authentication and
 ``retry_after.RetryAfterTransport`` stay above it unchanged: only the sending is aiohttp's.
 
-What it does not do: stream. The answer's body is read before it is returned, so a watch sent
-through it would never return; one is refused (``httpx2.UnsupportedProtocol``). No proxy from
+What it does not do: stream. The answer's body is read before it is returned, so a watch or a
+followed log sent through it would never return; one is refused (``httpx2.UnsupportedProtocol``).
+A log read to its end (``tailLines``, no ``follow``) is one answer like any other. No proxy from
 the environment either (as ``retry_after``'s transport, built with the client's TLS settings).
 aiohttp's errors come out as httpx's (``ConnectError``, ``ReadError``, the timeouts), which
 ``client.api_errors`` and every caller already handle.
@@ -65,9 +66,11 @@ class UnaryTransport(httpx2.AsyncBaseTransport):
         return self._session
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
-        if request.url.params.get("watch") in ("true", "1"):
+        params = request.url.params
+        if params.get("watch") in ("true", "1") or params.get("follow") in ("true", "1"):
+            what = "a watch" if params.get("watch") in ("true", "1") else "a followed log"
             raise httpx2.UnsupportedProtocol(
-                "a watch cannot go through UnaryTransport: it reads each answer whole",
+                f"{what} cannot go through UnaryTransport: it reads each answer whole",
                 request=request,
             )
         body = await request.aread()
