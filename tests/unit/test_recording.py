@@ -312,3 +312,51 @@ def test_a_gang_member_deleted_while_its_gang_holds_it_is_premature() -> None:
     assert held.protected_until == start + dt.timedelta(hours=3)
     alone = observe(None)
     assert not alone.premature and alone.protected_until is None
+
+
+class Cache:
+    """``ports.CachedContainers`` over one pod's names."""
+
+    def __init__(self, names: tuple[str, ...]) -> None:
+        self.names = names
+        self.asked: list[tuple[str, str, str]] = []
+
+    def containers(self, namespace: str, name: str, uid: str) -> tuple[str, ...]:
+        self.asked.append((namespace, name, uid))
+        return self.names
+
+
+class MultiLogs:
+    async def last_lines(self, *, pod: act.PodRef, container: str, lines: int) -> Sequence[str]:
+        return [f"{container} says bye"]
+
+
+def test_the_capture_takes_the_container_names_from_the_cache_and_reads_no_pod() -> None:
+    """Issue 22: a mass drain's captures read each pod's last lines, not the pod first; a pod
+    the cache does not hold (or holds with no names) is read from the API as before."""
+    read: list[str] = []
+
+    async def from_the_api(pod: act.PodRef) -> list[str]:
+        read.append(pod.key)
+        return ["api"]
+
+    def recorder(cache: Cache) -> recording.Recorder:
+        return recording.Recorder(
+            actions=FakeLedger(),
+            log_source=MultiLogs(),
+            containers=from_the_api,
+            lines=200,
+            clock=lambda: NOW,
+            cached=cache,
+        )
+
+    pod = act.PodRef("ml", "train", "u-1")
+    cached = Cache(("main", "sidecar"))
+    got = asyncio.run(recorder(cached).capture(pod=pod))
+    assert got.lines == ("[main] main says bye", "[sidecar] sidecar says bye")
+    assert cached.asked == [("ml", "train", "u-1")]
+    assert read == []
+
+    got = asyncio.run(recorder(Cache(())).capture(pod=pod))
+    assert got.lines == ("api says bye",)
+    assert read == ["ml/train"]

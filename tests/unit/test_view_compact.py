@@ -6,7 +6,7 @@ of 100,000 pods costs the controller little per pod (bench/bench_scale.py measur
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, cast
 
 from graceguard.adapters.kube import view
 from graceguard.domain import annotations as ann
@@ -71,3 +71,31 @@ def test_shared_forgets_all_past_its_limit_and_what_was_shared_stays() -> None:
     assert len(shared) == 1
     assert shared.one("a", later) is later
     assert first == [1]
+
+
+def test_a_pod_keeps_its_container_names_shared_among_its_template_s_pods() -> None:
+    """The capture of a pod's last log lines before its eviction takes the names from here
+    (``ClusterView.containers``): pods of one template share the tuple; a malformed entry is
+    skipped, never an error that would drop the pod from the view."""
+    a, b = view.compact_pod(_pod("a")), view.compact_pod(_pod("b"))
+    assert a.containers == ("c",)
+    assert a.containers is b.containers
+    odd = _pod("odd")
+    odd["spec"]["containers"] = [
+        {"name": "main"},
+        "not-a-container",
+        {"image": "no-name"},
+        {"name": 7},
+    ]
+    assert view.compact_pod(odd).containers == ("main",)
+    odd["spec"]["containers"] = "not-a-list"
+    assert view.compact_pod(odd).containers == ()
+
+
+def test_the_view_answers_a_pod_s_container_names_only_for_that_pod() -> None:
+    cluster_view = view.ClusterView(cast(Any, None))
+    cluster_view.pods.store["web/a"] = view.compact_pod(_pod("a"))
+    assert cluster_view.containers("web", "a", "uid-a") == ("c",)
+    assert cluster_view.containers("web", "a", "") == ("c",)
+    assert cluster_view.containers("web", "a", "uid-of-a-pod-recreated") == ()
+    assert cluster_view.containers("web", "gone", "uid-gone") == ()

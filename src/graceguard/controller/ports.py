@@ -325,6 +325,14 @@ class CachedNodes(Protocol):
         ``disruption:NAME``), as read now (``""``: not in the cache)."""
 
 
+class CachedContainers(Protocol):
+    """The names of a pod's containers as the controller's cache holds them, for the capture of
+    its last log lines before an eviction (``recording.Recorder``) without reading the pod."""
+
+    def containers(self, namespace: str, name: str, uid: str) -> tuple[str, ...]:
+        """``()`` when the cache has no such pod (or another pod of that name), or no names."""
+
+
 class InstanceNodes(Protocol):
     """Which node of this cluster an EC2 instance is (``spec.providerID``)."""
 

@@ -45,10 +45,14 @@ class Recorder:
         containers: Callable[[act.PodRef], Awaitable[Sequence[str]]],
         lines: int,
         clock: Callable[[], dt.datetime],
+        cached: ports.CachedContainers | None = None,
     ) -> None:
+        """``containers``: the names of a pod's containers, read from the API; ``cached``: the
+        cache's, asked first (a mass drain's captures then read no pod: issue 22)."""
         self._actions = actions
         self._logs = log_source
         self._containers = containers
+        self._cached = cached
         self._lines = lines
         self._clock = clock
 
@@ -56,8 +60,11 @@ class Recorder:
         """The last lines of each of the pod's containers (never raises: see ``logs``)."""
         if self._logs is None:
             return termination.CapturedLogs((), termination.no_logs("no log source"))
+        names: Sequence[str] = ()
+        if self._cached is not None:
+            names = self._cached.containers(pod.namespace, pod.name, pod.uid)
         try:
-            names = await self._containers(pod)
+            names = names or await self._containers(pod)
         except Exception as err:  # a failed lookup means no logs, not no eviction
             names = ()
             log.warning("cannot list the containers of %s: %s", pod.key, err)

@@ -74,6 +74,9 @@ class Pod:
     owner_kind: str | None = None
     """The kind of its controlling owner (``Job``, ``ReplicaSet``...; ``None``: a bare pod), which
     the policy's ``protect`` rules choose by."""
+    containers: tuple[str, ...] = ()
+    """The names of ``spec.containers``, whose last log lines are kept before an eviction
+    (``()``: not known; the capture then reads the pod)."""
 
     @property
     def key(self) -> str:

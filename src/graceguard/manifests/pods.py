@@ -108,6 +108,19 @@ def pod_from_manifest(doc: object) -> cluster.Pod:
         daemon=mirror or daemon_owned,
         notice_stage=notice_stage,
         owner_kind=sys.intern(owner_kind) if owner_kind is not None else None,
+        containers=container_names(spec),
+    )
+
+
+def container_names(spec: Mapping[str, Any]) -> tuple[str, ...]:
+    """The names of ``spec.containers``, those that are strings (the names serve the log
+    capture only, which reads the pod again when it has none: a malformed entry is skipped,
+    never an error)."""
+    found = spec.get("containers")
+    if not isinstance(found, list):
+        return ()
+    return tuple(
+        name for c in found if isinstance(c, Mapping) and isinstance(name := c.get("name"), str)
     )
 
 

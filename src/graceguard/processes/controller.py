@@ -250,6 +250,7 @@ def _reconcile_loop(
         actions=io.ledger.actions,
         log_source=io.log_source,
         containers=io.log_source.containers,
+        cached=cluster_view,
         lines=log_lines,
         clock=_clock,
     )

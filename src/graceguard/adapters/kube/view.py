@@ -83,6 +83,8 @@ _LABEL_SETS: Shared[tuple[tuple[str, str], ...], Mapping[str, str]] = Shared()
 _WORKLOADS: Shared[cluster.WorkloadRef, cluster.WorkloadRef] = Shared()
 _INSTANTS: Shared[dt.datetime, dt.datetime] = Shared()
 """Start times to the second: pods started together share one."""
+_CONTAINERS: Shared[tuple[str, ...], tuple[str, ...]] = Shared()
+"""Pods of one template name the same containers."""
 
 
 def shared_labels(labels: Mapping[str, str]) -> Mapping[str, str]:
@@ -105,6 +107,7 @@ def compact_pod(raw: dict[str, Any]) -> cluster.Pod:
         workload=_WORKLOADS.one(pod.workload, pod.workload) if pod.workload else None,
         owner_kind=sys.intern(pod.owner_kind) if pod.owner_kind else None,
         start_time=_INSTANTS.one(pod.start_time, pod.start_time) if pod.start_time else None,
+        containers=_CONTAINERS.one(pod.containers, pod.containers),
     )
 
 
@@ -319,6 +322,14 @@ class ClusterView:
     def node(self, name: str) -> cluster.Node | None:
         """The node of that name in the node store (``ports.CachedNodes``)."""
         return self.nodes.store.get(name)
+
+    def containers(self, namespace: str, name: str, uid: str) -> tuple[str, ...]:
+        """The names of the pod's containers in the pod store (``ports.CachedContainers``;
+        ``()``: not there, or another pod of that name)."""
+        cached = self.pods.store.get(f"{namespace}/{name}")
+        if cached is None or (uid and cached.uid != uid):
+            return ()
+        return cached.containers
 
     def snapshot(self) -> cluster.Snapshot:
         workloads, owners = self.workloads()
