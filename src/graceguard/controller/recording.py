@@ -249,11 +249,8 @@ class TerminationObserver:
         """Begin capturing the last lines of each of the pod's containers (never twice)."""
         if self._logs is None or pod.uid in self._captures:
             return
-        names = [
-            str(c.get("name", ""))
-            for c in (raw.get("spec") or {}).get("containers") or []
-            if isinstance(c, dict)
-        ]
+        spec = raw.get("spec")
+        names = pods.container_names(spec) if isinstance(spec, dict) else ()
         while len(self._captures) >= PODS_WITH_EVENTS:  # pods never seen gone: forget the oldest
             self._captures.pop(next(iter(self._captures))).cancel()
         self._captures[pod.uid] = asyncio.create_task(
