@@ -67,8 +67,9 @@ class UnaryTransport(httpx2.AsyncBaseTransport):
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         params = request.url.params
-        if params.get("watch") in ("true", "1") or params.get("follow") in ("true", "1"):
-            what = "a watch" if params.get("watch") in ("true", "1") else "a followed log"
+        watch = params.get("watch") in ("true", "1")
+        if watch or params.get("follow") in ("true", "1"):
+            what = "a watch" if watch else "a followed log"
             raise httpx2.UnsupportedProtocol(
                 f"{what} cannot go through UnaryTransport: it reads each answer whole",
                 request=request,
