@@ -38,10 +38,10 @@ from lightkube.resources.core_v1 import Namespace
 
 import ceiling
 import kwokbench
+import localports
 from graceguard.adapters.kube import resources
 
 sys.path.insert(0, str(kwokbench.REPO / "hack"))
-import controlplane
 import logindmock
 
 RUNS, PODS, GRACE, DELAY = 5, 100, 2, 60
@@ -93,7 +93,7 @@ async def setup(cp: Any) -> None:
 def start_agent(
     cp: Any, mock: logindmock.LogindMock, node: str, workdir: pathlib.Path
 ) -> subprocess.Popen[bytes]:
-    health = controlplane.free_port()
+    health = localports.free_port()
     env = dict(os.environ, KUBECONFIG=str(cp.kubeconfig), PYTHONUNBUFFERED="1")
     with (workdir / f"agent-{node}.log").open("wb") as out:
         process = subprocess.Popen(
@@ -109,7 +109,7 @@ def start_agent(
                 "--health-port",
                 str(health),
                 "--metrics-port",
-                str(controlplane.free_port()),
+                str(localports.free_port()),
                 "--probe-host",
                 "127.0.0.1",
             ],

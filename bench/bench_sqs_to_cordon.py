@@ -37,11 +37,11 @@ from lightkube.resources.core_v1 import Namespace
 
 import ceiling
 import kwokbench
+import localports
 from graceguard.adapters.kube import resources
 
 sys.path.insert(0, str(kwokbench.REPO / "hack"))
 import aws_messages
-import controlplane
 import motoserver
 
 NODES = 100
@@ -136,7 +136,7 @@ def aws_setup(env: dict[str, str]) -> str:
 def start_controller(
     cp: Any, moto: motoserver.MotoServer, queue: str, workdir: pathlib.Path
 ) -> kwokbench.Controller:
-    health, metrics = controlplane.free_port(), controlplane.free_port()
+    health, metrics = localports.free_port(), localports.free_port()
     log_path = workdir / "gg.log"
     env = dict(os.environ, KUBECONFIG=str(cp.kubeconfig), PYTHONUNBUFFERED="1", **moto.env())
     with log_path.open("wb") as out:

@@ -83,6 +83,7 @@ from lightkube.types import PatchType
 import bench_webhook_latency as wl
 import ceiling
 import kwokbench
+import localports
 from graceguard.adapters import selfsigned
 from graceguard.adapters.kube import resources
 
@@ -313,7 +314,7 @@ def start_webhook(
     cert: pathlib.Path,
     key: pathlib.Path,
 ) -> Webhook:
-    port, health, metrics = (wl._free_port() for _ in range(3))
+    port, health, metrics = (localports.free_port() for _ in range(3))
     argv = [
         sys.executable,
         "-m",
@@ -595,7 +596,7 @@ def run(workdir: pathlib.Path) -> dict[str, Any]:
                 alive=started,
             )
             hook = start_webhook(cp, workdir, cert, key)
-            trivial_port = wl._free_port()
+            trivial_port = localports.free_port()
             trivial = wl._spawn("trivial", trivial_port, cert, key)
             watcher = Watcher(cp, workdir)
             asyncio.run(watcher.live(cp))

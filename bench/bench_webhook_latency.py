@@ -56,7 +56,6 @@ import pathlib
 import random
 import shutil
 import signal
-import socket
 import ssl
 import statistics
 import subprocess
@@ -70,6 +69,7 @@ import lightkube
 from aiohttp import web
 
 import kwokbench
+import localports
 import snapshot_doc
 import synthetic
 from graceguard.adapters import selfsigned, webhook_server
@@ -493,7 +493,7 @@ def main() -> None:
     tmp = pathlib.Path(tempfile.mkdtemp(prefix="gg-bench-webhook-"))
     try:
         ca, cert, key = selfsigned.self_signed(tmp, ["127.0.0.1"])
-        ports = {"trivial": _free_port(), "webhook": _free_port()}
+        ports = {"trivial": localports.free_port(), "webhook": localports.free_port()}
         procs = {mode: _spawn(mode, port, cert, key) for mode, port in ports.items()}
         spy = _py_spy(procs["webhook"].pid)
         try:
@@ -561,12 +561,6 @@ def _py_spy(pid: int) -> subprocess.Popen[bytes] | None:
         "--nonblocking",
     ]
     return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 if __name__ == "__main__":

@@ -41,6 +41,7 @@ if str(REPO / "hack") not in sys.path:
     sys.path.insert(0, str(REPO / "hack"))
 
 import controlplane  # noqa: E402
+import localports  # noqa: E402
 
 KWOK_ANNOTATION = {"kwok.x-k8s.io/node": "fake"}
 IMAGE = "registry.invalid/graceguard/bench:never-pulled"
@@ -337,7 +338,7 @@ def start_controller(
     timeout: float = 180,
 ) -> Controller:
     """Start the controller and wait for its /readyz (its caches synced)."""
-    health, metrics = controlplane.free_port(), controlplane.free_port()
+    health, metrics = localports.free_port(), localports.free_port()
     log_path = workdir / f"{name}.log"
     env = dict(os.environ, KUBECONFIG=str(cp.kubeconfig), PYTHONUNBUFFERED="1")
     with log_path.open("wb") as out:

@@ -45,7 +45,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import ssl
 import subprocess
 import sys
@@ -60,6 +59,8 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+import localports
 
 KUBERNETES_VERSION = "v1.37.1"
 KWOK_VERSION = "v0.8.0"
@@ -533,12 +534,6 @@ def _kubeconfig(server: str, ca: KeyPair, user: KeyPair, name: str) -> str:
 # ---------------------------------------------------------------- processes
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child
     # PR_SET_PDEATHSIG: the child is killed when the process that started it dies, so a
     # killed test session leaves no control plane behind. SIGKILL, not SIGTERM: all the
@@ -721,8 +716,11 @@ def start(  # noqa: PLR0915 - the control plane's parts started in order
     workdir.mkdir(parents=True, exist_ok=True)
     pki = workdir / "pki"
     pki.mkdir(exist_ok=True)
-    ports = {name: free_port() for name in ("etcd", "etcd-peer", "apiserver", "kcm", "scheduler")}
-    ports["kwok"] = free_port()
+    ports = {
+        name: localports.free_port()
+        for name in ("etcd", "etcd-peer", "apiserver", "kcm", "scheduler")
+    }
+    ports["kwok"] = localports.free_port()
     server = f"https://{address}:{ports['apiserver']}"
 
     ca = new_ca()
@@ -974,7 +972,7 @@ def start_autoscaler(
         "--cloud-provider=kwok",
         f"--namespace={namespace}",
         "--leader-elect=false",
-        f"--address=127.0.0.1:{free_port()}",
+        f"--address=127.0.0.1:{localports.free_port()}",
         "--logtostderr=true",
         "--v=4",
         *args,
@@ -1020,8 +1018,8 @@ def start_karpenter(
         **os.environ,
         "KUBECONFIG": str(kubeconfig or cp.kubeconfig),
         "DISABLE_LEADER_ELECTION": "true",
-        "METRICS_PORT": str(free_port()),
-        "HEALTH_PROBE_PORT": str(free_port()),
+        "METRICS_PORT": str(localports.free_port()),
+        "HEALTH_PROBE_PORT": str(localports.free_port()),
         "LOG_LEVEL": "debug",
         # The test's provisioning decisions within a second or two, not ten.
         "BATCH_MAX_DURATION": "2s",

@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -26,6 +25,8 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+
+import localports
 
 REGION = "us-east-1"
 ACCESS_KEY = "testing"
@@ -59,12 +60,6 @@ class MotoServer:
             resp.read()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _answers(endpoint: str) -> bool:
     try:
         with urllib.request.urlopen(f"{endpoint}/moto-api/", timeout=1) as resp:
@@ -75,7 +70,7 @@ def _answers(endpoint: str) -> bool:
 
 @contextlib.contextmanager
 def running_moto() -> Iterator[MotoServer]:
-    port = _free_port()
+    port = localports.free_port()
     endpoint = f"http://127.0.0.1:{port}"
     with tempfile.TemporaryFile() as output:
         proc = subprocess.Popen(

@@ -92,6 +92,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import controlplane
+import localports
 import oci_layout
 
 NODES = ("gg-node-a", "gg-node-b")
@@ -578,9 +579,9 @@ def _new_node(name: str, root: Path) -> Node:
     return Node(
         name=name,
         root=root,
-        kubelet_port=controlplane.free_port(),
-        healthz_port=controlplane.free_port(),
-        stream_port=controlplane.free_port(),
+        kubelet_port=localports.free_port(),
+        healthz_port=localports.free_port(),
+        stream_port=localports.free_port(),
     )
 
 
@@ -878,8 +879,8 @@ def _proxy_args(nodes: Nodes, kubeconfig: Path) -> list[str]:
         "clientConnection": {"kubeconfig": str(kubeconfig)},
         "mode": "iptables",
         "bindAddress": BRIDGE_ADDRESS,
-        "healthzBindAddress": f"127.0.0.1:{controlplane.free_port()}",
-        "metricsBindAddress": f"127.0.0.1:{controlplane.free_port()}",
+        "healthzBindAddress": f"127.0.0.1:{localports.free_port()}",
+        "metricsBindAddress": f"127.0.0.1:{localports.free_port()}",
         "clusterCIDR": POD_SUBNET,
         "hostnameOverride": NODES[0],
         # Replies from a pod to a pod that dialed a ClusterIP come back through this host.

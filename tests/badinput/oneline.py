@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import pathlib
-import socket
 import subprocess
 import sys
 from collections.abc import Mapping
@@ -72,13 +71,6 @@ def write_files(directory: pathlib.Path, contents: Mapping[str, object]) -> None
             path.write_text(content, encoding="utf-8")
         else:
             path.write_text(yaml.safe_dump(content), encoding="utf-8")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def fill(text: str, tmp: pathlib.Path) -> str:

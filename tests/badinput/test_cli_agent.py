@@ -16,6 +16,7 @@ import pathlib
 import pytest
 from typer.testing import CliRunner
 
+import localports
 from graceguard.cli.main import app
 
 from .oneline import (
@@ -23,7 +24,6 @@ from .oneline import (
     KUBECONFIG_ROWS,
     assert_one_line,
     fill,
-    free_port,
     write_files,
 )
 
@@ -94,9 +94,9 @@ def _base(row: list[str], env: dict[str, str]) -> list[str]:
     if "--node" not in row and "NODE_NAME" not in env and row != NODE_MISSING:
         line += ["--node", "worker-1"]
     if "--metrics-port" not in row:
-        line += ["--metrics-port", str(free_port())]
+        line += ["--metrics-port", str(localports.free_port())]
     if "--health-port" not in row:
-        line += ["--health-port", str(free_port())]
+        line += ["--health-port", str(localports.free_port())]
     return line
 
 
@@ -107,7 +107,7 @@ def test_bad_agent_input_is_one_line_before_it_starts(
     args, env, names, says = ROWS[name]
     for var in ("NODE_NAME", "DBUS_SYSTEM_BUS_ADDRESS", "POD_NAME"):
         monkeypatch.delenv(var, raising=False)
-    port = str(free_port())
+    port = str(localports.free_port())
     row = [a.replace("{busy}", str(busy)).replace("{port}", port) for a in args]
     line = [*_base(row, env), *(a for a in row if a != NODE_MISSING[0])]
     if name.startswith("probe host"):
@@ -121,7 +121,7 @@ def test_bad_agent_input_is_one_line_before_it_starts(
 def test_every_kubeconfig_fault_is_one_line(name: str, tmp: pathlib.Path) -> None:
     value, says = KUBE_ROWS[name]
     line = ["agent", "--node", "worker-1", "--kubeconfig", fill(value, tmp),
-            "--probe-host", "127.0.0.1", "--metrics-port", str(free_port()),
-            "--health-port", str(free_port())]  # fmt: skip
+            "--probe-host", "127.0.0.1", "--metrics-port", str(localports.free_port()),
+            "--health-port", str(localports.free_port())]  # fmt: skip
     result = CliRunner().invoke(app, line)
     assert_one_line(result, names="cannot load a kubeconfig", says=fill(says, tmp))

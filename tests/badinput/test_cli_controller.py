@@ -18,6 +18,8 @@ import pathlib
 
 import pytest
 
+import localports
+
 from .oneline import (
     IDENTITY_ROWS,
     KUBECONFIG_FILES,
@@ -25,14 +27,13 @@ from .oneline import (
     PORT_IN_USE,
     Command,
     Row,
-    free_port,
     kubeconfig_rows,
     row,
     write_files,
 )
 
 NO_CONFIG = "/nonexistent/kubeconfig"
-METRICS, HEALTH = free_port(), free_port()
+METRICS, HEALTH = localports.free_port(), localports.free_port()
 BASE = {
     "--kubeconfig": NO_CONFIG,
     "--ledger": "sqlite+aiosqlite:///{tmp}/ledger.db",

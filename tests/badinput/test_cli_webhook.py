@@ -18,6 +18,7 @@ import pathlib
 
 import pytest
 
+import localports
 from graceguard.adapters import selfsigned
 
 from .oneline import (
@@ -27,14 +28,13 @@ from .oneline import (
     PORT_IN_USE,
     Command,
     Row,
-    free_port,
     kubeconfig_rows,
     row,
     write_files,
 )
 
 NO_CONFIG = "/nonexistent/kubeconfig"
-PORT, METRICS, HEALTH = free_port(), free_port(), free_port()
+PORT, METRICS, HEALTH = localports.free_port(), localports.free_port(), localports.free_port()
 BASE = {
     "--kubeconfig": NO_CONFIG,
     "--tls-cert": "{tmp}/pair/tls.crt",

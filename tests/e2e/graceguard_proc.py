@@ -23,6 +23,7 @@ from lightkube.resources.coordination_v1 import Lease
 from lightkube.resources.core_v1 import Event, Node
 
 import controlplane
+import localports
 from graceguard.adapters.kube import resources
 from graceguard.manifests.disruptions import NODE_LABEL, label_value
 
@@ -117,7 +118,7 @@ def start_controller(
     lease_namespace: str,
     extra: Sequence[str] = (),
 ) -> Controller:
-    health, metrics = controlplane.free_port(), controlplane.free_port()
+    health, metrics = localports.free_port(), localports.free_port()
     log = workdir / f"{name}.log"
     with log.open("wb") as out:
         process = subprocess.Popen(

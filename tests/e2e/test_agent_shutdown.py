@@ -48,6 +48,7 @@ from lightkube.resources.apps_v1 import DaemonSet
 from lightkube.resources.core_v1 import Event, Node, Pod
 
 import controlplane
+import localports
 import logindmock
 from graceguard.domain import annotations as ann
 from graceguard.domain import durations, times
@@ -96,7 +97,7 @@ def running_agent(
     *,
     extra: tuple[str, ...] = (),
 ) -> Iterator[Agent]:
-    health, metrics = controlplane.free_port(), controlplane.free_port()
+    health, metrics = localports.free_port(), localports.free_port()
     log = workdir / "agent.log"
     with log.open("wb") as out:
         process = subprocess.Popen(

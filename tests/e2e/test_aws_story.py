@@ -40,6 +40,7 @@ from lightkube.resources.policy_v1 import PodDisruptionBudget
 import asg_lifecycle
 import aws_messages as msg
 import controlplane
+import localports
 import motoserver
 
 from . import graceguard_proc as gg
@@ -197,7 +198,7 @@ def _start(
     """``graceguard controller --aws-queue`` as a process, through the lifecycle emulator; its
     log and ledger beside the emulator's directory."""
     workdir, state = emulator.directory.parent, emulator.directory
-    health, metrics = controlplane.free_port(), controlplane.free_port()
+    health, metrics = localports.free_port(), localports.free_port()
     log = workdir / f"{name}.log"
     env = {**gg.env(control_plane.kubeconfig), **moto.env()}
     with log.open("wb") as out:

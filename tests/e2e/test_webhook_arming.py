@@ -24,6 +24,7 @@ from lightkube.resources.core_v1 import Pod
 from lightkube.types import PatchType
 
 import controlplane
+import localports
 
 from . import graceguard_proc as gg
 from . import webhook_install as wi
@@ -59,7 +60,7 @@ def test_a_webhook_that_never_answers_blocks_no_eviction(
     name = config["metadata"]["name"] = f"{config['metadata']['name']}-{namespace}"[:63]
     (webhook,) = config["webhooks"]
     assert webhook["failurePolicy"] == "Ignore"  # as the chart registers it
-    webhook["clientConfig"] = {"url": f"https://127.0.0.1:{controlplane.free_port()}/x"}
+    webhook["clientConfig"] = {"url": f"https://127.0.0.1:{localports.free_port()}/x"}
     webhook["namespaceSelector"]["matchLabels"] = {"kubernetes.io/metadata.name": namespace}
     path = tmp_path / "configuration.json"
     path.write_text(json.dumps(config))

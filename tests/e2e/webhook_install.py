@@ -41,6 +41,7 @@ from lightkube import ApiError, Client
 from lightkube.resources.admissionregistration_v1 import ValidatingWebhookConfiguration
 
 import controlplane
+import localports
 from graceguard.adapters.ledger import Ledger
 from graceguard.domain import ledger as ledger_values
 
@@ -220,7 +221,7 @@ def installed(  # noqa: PLR0915 - the chart's webhook resources applied in order
     kubeconfig = gg.token_kubeconfig(
         control_plane, release_ns, webhook_account, workdir / "webhook.kubeconfig"
     )
-    port, health, metrics = (controlplane.free_port() for _ in range(3))
+    port, health, metrics = (localports.free_port() for _ in range(3))
     ledger = f"sqlite+aiosqlite:///{workdir / 'webhook-ledger.db'}"
     tls_dir = workdir / "webhook-tls"
     args = local_args(container["args"][1:], port=port, tls_dir=tls_dir, ledger=ledger)

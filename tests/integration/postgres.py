@@ -17,10 +17,11 @@ import os
 import pathlib
 import pwd
 import shutil
-import socket
 import subprocess
 import tempfile
 from collections.abc import Iterator, Sequence
+
+import localports
 
 BINARIES = ("initdb", "pg_ctl", "postgres")
 SUPERUSER = "graceguard"
@@ -82,13 +83,6 @@ def _run_as() -> tuple[list[str], pwd.struct_passwd | None]:
                     "--clear-groups",
                 ], user
     raise PostgresStartError("running as root and found no user to run PostgreSQL as")
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def _check(cmd: Sequence[str], what: str, log: pathlib.Path | None = None) -> None:
@@ -155,7 +149,7 @@ def _start(
 ) -> int:
     last: PostgresStartError | None = None
     for _ in range(3):  # a free port may be taken between the probe and the bind
-        port = _free_port()
+        port = localports.free_port()
         options = (
             f"-c listen_addresses=127.0.0.1 -p {port} -k {root} -c fsync=off "
             "-c synchronous_commit=off -c full_page_writes=off -c max_connections=100"

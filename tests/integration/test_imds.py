@@ -28,6 +28,7 @@ import pytest_asyncio
 from aiohttp import web
 
 import controlplane
+import localports
 from graceguard.adapters import imds
 from graceguard.agent import imds as watcher_module
 from graceguard.agent import ports
@@ -220,17 +221,11 @@ async def test_unreachable_metadata_is_a_log_line(caplog: pytest.LogCaptureFixtu
 # ---- against amazon-ec2-metadata-mock ----
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture
 def aemm_spot() -> Iterator[str]:
     if not AEMM.exists():
         pytest.skip(f"amazon-ec2-metadata-mock is not built at {AEMM} (see the module docstring)")
-    port = _free_port()
+    port = localports.free_port()
     process = subprocess.Popen(
         [
             str(AEMM),

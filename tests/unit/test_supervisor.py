@@ -12,19 +12,13 @@ import socket
 import aiohttp
 import pytest
 
+import localports
 from graceguard.adapters import probes
 from graceguard.processes import supervisor
 
 
 class BoomError(Exception):
     pass
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 @pytest.mark.asyncio
@@ -155,7 +149,7 @@ async def test_a_stop_signal_shuts_down_cleanly_and_returns() -> None:
 
 @pytest.mark.asyncio
 async def test_the_probes_are_served_while_the_tasks_run_and_stopped_with_them() -> None:
-    port = _free_port()
+    port = localports.free_port()
     ready = [False]
     release = asyncio.Event()
 
