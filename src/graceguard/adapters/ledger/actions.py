@@ -17,14 +17,12 @@ class Actions:
     async def claim(self, action: ledger.ActionRecord) -> bool:
         """Write an action before sending it. ``True``: this caller is the first and must send it;
         ``False``: it was claimed before (by an earlier run or another replica), do not resend."""
-        a = schema.actions
-        stmt = (
-            self._db.insert(a)
-            .values(rows.action_row(action))
-            .on_conflict_do_nothing(index_elements=["uid", "kind", "request_id"])
-            .returning(a.c.id)
+        return await self._db.insert_new(
+            schema.actions,
+            rows.action_row(action),
+            key=("uid", "kind", "request_id"),
+            doing="claim an action",
         )
-        return await self._db.insert_new(stmt, doing="claim an action")
 
     async def for_pod(self, uid: str) -> tuple[ledger.ActionRecord, ...]:
         """Every notice and eviction graceguard recorded for the pod, oldest first."""

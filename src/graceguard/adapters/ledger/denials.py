@@ -19,14 +19,12 @@ class Denials:
     async def record_denial(self, rec: ledger.DenialRecord) -> bool:
         """Write a refusal; ``False`` when this pod, source and rule already have one in the same
         reporting period (an evictor's retry, or another webhook replica's answer)."""
-        d = schema.denials
-        stmt = (
-            self._db.insert(d)
-            .values(rows.denial_row(rec))
-            .on_conflict_do_nothing(index_elements=["uid", "source", "rule", "period"])
-            .returning(d.c.id)
+        return await self._db.insert_new(
+            schema.denials,
+            rows.denial_row(rec),
+            key=("uid", "source", "rule", "period"),
+            doing="record a denial",
         )
-        return await self._db.insert_new(stmt, doing="record a denial")
 
     async def query(
         self,

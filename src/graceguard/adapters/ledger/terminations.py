@@ -17,14 +17,12 @@ class Terminations:
 
     async def record(self, rec: termination.TerminationRecord) -> bool:
         """Write a termination; ``False`` when ``(uid, started_at)`` is already there."""
-        t = schema.terminations
-        stmt = (
-            self._db.insert(t)
-            .values(rows.termination_row(rec))
-            .on_conflict_do_nothing(index_elements=["uid", "started_at"])
-            .returning(t.c.id)
+        return await self._db.insert_new(
+            schema.terminations,
+            rows.termination_row(rec),
+            key=("uid", "started_at"),
+            doing="record a termination",
         )
-        return await self._db.insert_new(stmt, doing="record a termination")
 
     async def query(
         self,
