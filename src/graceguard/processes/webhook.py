@@ -16,6 +16,7 @@ Wiring only: no decisions here, and no client library (those are behind ``graceg
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import functools
 import pathlib
@@ -103,8 +104,9 @@ async def run(
             tls=tls.context,
         )
     except BaseException:
-        await client.close()
-        await writes.close()
+        for opened in (client, writes):  # both closed, whichever fails: the error is the serving's
+            with contextlib.suppress(Exception):
+                await opened.close()
         raise
     supervisor.log.info(
         "graceguard webhook %s on https://%s:%d%s, trusting %s, failurePolicy %s",
