@@ -150,7 +150,7 @@ class Database:
         first = run[0]
         stmt = (
             self.insert(first.table)
-            .values([pending.row for pending in run])
+            .values([pending.row for pending in run] if len(run) > 1 else first.row)
             .on_conflict_do_nothing(index_elements=list(first.key))
             .returning(*(first.table.c[column] for column in first.key))
         )
