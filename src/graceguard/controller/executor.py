@@ -199,9 +199,7 @@ class Executor:
         if concurrency < 1:
             raise ValueError(f"concurrency: at least 1, got {concurrency}")
         self._cluster = cluster
-        self._gate = write_gate.WriteGate(concurrency)
-        """The slots for writes in flight, shared by every run at once (a round and the rounds
-        beside it, ``loop``): ``concurrency`` in all, not each."""
+        self._concurrency = concurrency
         self._notifier = notifier
         self._recorder = recorder
         self._holds = holds
@@ -254,8 +252,6 @@ class Executor:
         A slot freed goes first to a node's node-wide writes, then to the pod of the lowest
         place among its node's pods (``write_gate``): when a hundred nodes are disrupted at once,
         each node's first pod is told before any node's second, rather than node after node.
-        The slots are the executor's, shared by runs at once (a round beside a running one): a
-        node's first pod in a run beside goes before the running round's later pods.
 
         ``versions``: the versions of the objects the actions were planned from, keyed as
         ``rounds.written_key`` (``disruption:NAME``); a Disruption's status is written only over
@@ -268,7 +264,7 @@ class Executor:
         outcomes: list[Outcome | None] = [None] * len(ordered)
         per_pod, per_node, heartbeats = _grouped(ordered)
         after_node, after_all = _pods_by_group(ordered, per_node, per_pod)
-        gate = self._gate
+        gate = write_gate.WriteGate(self._concurrency)
         stale: set[str | None] = set()
         nodes_done = {key: asyncio.Event() for key in per_node}
 
