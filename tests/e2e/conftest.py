@@ -82,15 +82,10 @@ def kwok_nodes(kube: Client, namespace: str) -> NodeFactory:
         labels: Mapping[str, str] | None = None,
         cpu: str = "4",
         memory: str = "16Gi",
-        pods: int = 110,
         timeout: float = 30.0,
     ) -> Node:
         full = f"{namespace}-{name}"
-        kube.create(
-            kwok_node(
-                full, namespace=namespace, labels=labels, cpu=cpu, memory=memory, pods=str(pods)
-            )
-        )
+        kube.create(kwok_node(full, namespace=namespace, labels=labels, cpu=cpu, memory=memory))
 
         def ready() -> Node | None:
             node = kube.get(Node, full)
