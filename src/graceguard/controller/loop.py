@@ -175,19 +175,14 @@ class Controller:
                 if not opened:
                     continue
                 planned |= opened
-                try:
-                    side = self._side.show(now=self._clock(), pol=shown.pol)
-                    beside = self._side.plan(side)
-                except Exception:  # the running round goes on; the next one plans these
-                    log.exception("cannot plan a round beside the running one")
-                    continue
-                actions = rounds.beside(beside.actions, new=opened, busy=busy)
+                side = self._side.show(now=self._clock(), pol=shown.pol)
+                actions = rounds.beside(self._side.plan(side).actions, new=opened, busy=busy)
                 if not actions:
                     continue
                 busy |= {k for a in actions if (k := rounds.written_key(a)) is not None}
                 log.debug("a round beside for %s: %d actions", sorted(opened), len(actions))
-                beside = dataclasses.replace(beside, actions=actions)
-                going.append(asyncio.ensure_future(self._side.carry_out(side, beside)))
+                side_result = dataclasses.replace(result, actions=actions)
+                going.append(asyncio.ensure_future(self._side.carry_out(side, side_result)))
             for failed in await asyncio.gather(*going, return_exceptions=True):
                 if isinstance(failed, Exception):  # the next round plans it again
                     log.warning("a round beside the running one failed: %s", failed)
