@@ -11,11 +11,6 @@ interruption, a drain asked: its node is planned at once, issue 22), or the engi
 come. Planning at once is safe after a round that wrote: ``settle`` waited until the informers
 had seen each of its writes, not only a newer version of each object (``adapters.kube.written``).
 
-While a round is still carrying out its writes (a mass drain's notices can take seconds), a
-Disruption that opens meanwhile gets a round beside it (``rounds.beside``): its pods' notices,
-its node's cordon and hold, its status, on objects the running round does not write and with
-nothing that spends a budget. The next round waits for both.
-
 A replica that gains the lead first runs ``on_lead`` (the executor and the notifier read what the
 last leader left in the cluster: window evictions, the notify outbox); until it succeeds no round
 runs, and it is tried again every ``TAKE_OVER_RETRY``.
@@ -29,13 +24,12 @@ import datetime as dt
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
 
 from graceguard.controller import executor as ex
 from graceguard.controller import metrics as controller_metrics
 from graceguard.controller import ports, rounds
 from graceguard.domain import disruption, policy
-from graceguard.engine import reconciler, takeovers
+from graceguard.engine import takeovers
 
 log = logging.getLogger(__name__)
 
@@ -83,9 +77,6 @@ class Controller:
         self._round = rounds.Round(
             view=view, executor=executor, observe=self._observe, evictor_quiet=evictor_quiet
         )
-        self._side = rounds.Round(view=view, executor=executor, evictor_quiet=evictor_quiet)
-        """The rounds beside ``_round`` (``_beside``): its kept node plans, no metrics."""
-        self._side.memo = self._round.memo
         self._planned_for: Sequence[disruption.DisruptionRequest] | None = None
         """The open disruptions the last round planned (``None``: no round yet)."""
 
@@ -130,67 +121,10 @@ class Controller:
         if self._on_policy is not None:
             self._on_policy(pol)
         started = self._timer()
-        shown = self._round.show(now=self._clock(), pol=pol)
-        result = self._round.plan(shown)
-        carrying = asyncio.ensure_future(self._round.carry_out(shown, result))
-        try:
-            await self._beside(carrying, shown=shown, result=result)
-            done = await carrying
-        finally:
-            carrying.cancel()  # cancelled itself (the process stops): so is its round
+        done = await self._round.run(now=self._clock(), pol=pol)
         self.metrics.round_seconds.observe(self._timer() - started)
         self._planned_for = done.shown.requests
         return done.next_wakeup
-
-    async def _beside(
-        self,
-        carrying: asyncio.Future[rounds.Done],
-        *,
-        shown: rounds.Shown,
-        result: reconciler.Reconciliation,
-    ) -> None:
-        """Until the round ``carrying`` is done, a round beside it for the Disruptions that open
-        meanwhile (``rounds.beside``: their pods' notices, their nodes' cordons and holds, their
-        status): a node disrupted while a mass drain's notices go out is told at once, not after
-        them. Each round beside plans from the view as it is, with the kept node plans, and is
-        waited for (its writes seen) before this returns, so the next round plans from a view
-        that has seen every write."""
-        planned = {r.id for r in shown.requests}
-        busy = {k for a in result.actions if (k := rounds.written_key(a)) is not None}
-        going: list[asyncio.Future[rounds.Done]] = []
-        woke = False
-        try:
-            while not carrying.done():
-                changed = asyncio.ensure_future(self._view.changed.wait())
-                either: set[asyncio.Future[Any]] = {carrying, changed}
-                try:
-                    await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
-                finally:
-                    changed.cancel()
-                if not self._view.changed.is_set():
-                    continue
-                self._view.changed.clear()
-                woke = True
-                opened = {r.id for r in self._view.requests()} - planned
-                if not opened:
-                    continue
-                planned |= opened
-                side = self._side.show(now=self._clock(), pol=shown.pol)
-                actions = rounds.beside(self._side.plan(side).actions, new=opened, busy=busy)
-                if not actions:
-                    continue
-                busy |= {k for a in actions if (k := rounds.written_key(a)) is not None}
-                log.debug("a round beside for %s: %d actions", sorted(opened), len(actions))
-                side_result = dataclasses.replace(result, actions=actions)
-                going.append(asyncio.ensure_future(self._side.carry_out(side, side_result)))
-            for failed in await asyncio.gather(*going, return_exceptions=True):
-                if isinstance(failed, Exception):  # the next round plans it again
-                    log.warning("a round beside the running one failed: %s", failed)
-        finally:
-            for g in going:
-                g.cancel()
-            if woke:  # the changes seen here are for the next round too
-                self._view.changed.set()
 
     async def _wait(self, wake: dt.datetime | None) -> None:
         timeout = RESYNC.total_seconds()

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Sequence
 
 from graceguard.controller import executor as ex
 from graceguard.controller import ports
@@ -48,31 +48,6 @@ def written_key(action: act.Action) -> str | None:
     if isinstance(action, _DISRUPTION_WRITES):
         return f"disruption:{action.request_id}"
     return None
-
-
-BESIDE = (act.PostNotice, act.Cordon, act.HoldNode, act.ReportDisruption)
-"""What a round planned while another is carrying out its writes may do (``beside``): tell pods,
-cordon and hold nodes, report a Disruption's status. None of it spends a budget, so the running
-round's evictions cannot be counted twice; evictions, force-deletes and the rest wait for the
-next full round."""
-
-
-def beside(
-    actions: Sequence[act.Action], *, new: Collection[str], busy: Collection[str]
-) -> tuple[act.Action, ...]:
-    """The ``actions`` of a round planned while other rounds carry theirs out that may go at once:
-    of a kind in ``BESIDE``, for a Disruption in ``new`` (one no running round planned), and on
-    an object no running round writes (``busy``: their ``written_key`` values), since the view
-    has not seen those writes yet and would plan them again. A ``HoldNode`` that lets a node go
-    (no Disruption) never goes beside."""
-    return tuple(
-        a
-        for a in actions
-        if isinstance(a, BESIDE)
-        and a.request_id is not None
-        and a.request_id in new
-        and written_key(a) not in busy
-    )
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
