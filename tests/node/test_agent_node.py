@@ -144,6 +144,14 @@ def _install(shell: Shell, cluster: Cluster, namespace: str, mock: logindmock.Lo
         timeout=120,
     )
     shell.ok(f"kubectl -n {namespace} scale deploy {RELEASE}-graceguard --replicas=0")
+    # Gone, not only asked to go: a controller pod still stopping took one run's shutdown
+    # Disruption (Draining), then went, and the agent left the drain to it (no pod was stopped).
+    selector = "app.kubernetes.io/component=controller"
+
+    def no_controller() -> bool:
+        return not shell.ok(f"kubectl -n {namespace} get pods -l {selector} -o name").strip()
+
+    wait_until(no_controller, timeout=120, what="the controller's pod gone")
 
 
 def test_the_agent_daemonset_drains_the_real_node_in_phases(
