@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import json
 import pathlib
-import socket
 
 import pytest
 from typer.testing import CliRunner, Result
 
+import localports
 from graceguard.adapters.kube import client as kube_client
 from graceguard.cli.main import app
 
@@ -68,9 +68,7 @@ def _one_line(result: Result) -> str:
 def test_an_unreachable_api_server_is_one_line_and_exit_2(
     command: str, tmp_path: pathlib.Path
 ) -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]  # closed again: nothing listens there
+    port = localports.free_port()  # nothing listens there
     config = tmp_path / "kubeconfig"
     config.write_text(
         json.dumps(

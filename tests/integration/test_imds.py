@@ -208,9 +208,7 @@ async def test_malformed_answer_is_a_log_line_not_a_crash(
 
 
 async def test_unreachable_metadata_is_a_log_line(caplog: pytest.LogCaptureFixture) -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]  # closed again: nothing listens there
+    port = localports.free_port()  # nothing listens there
     caplog.set_level(logging.WARNING)
     fake = Shutdowns()
     await _watcher(f"http://127.0.0.1:{port}", fake).check()

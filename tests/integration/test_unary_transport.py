@@ -11,7 +11,6 @@ import asyncio
 import gzip
 import json
 import pathlib
-import socket
 import ssl
 from collections.abc import AsyncIterator
 
@@ -20,6 +19,7 @@ import pytest
 import pytest_asyncio
 from aiohttp import web
 
+import localports
 from graceguard.adapters import selfsigned
 from graceguard.adapters.kube import retry_after, unary_transport
 
@@ -139,9 +139,7 @@ async def test_no_server_and_no_answer_are_httpx_errors(
     served: tuple[Server, str, ssl.SSLContext],
 ) -> None:
     _, url, verify = served
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        closed = s.getsockname()[1]
+    closed = localports.free_port()  # nothing listens there
     async with client(verify, timeout=0.5) as http:
         with pytest.raises(httpx2.ConnectError):
             await http.get(f"https://127.0.0.1:{closed}/api")

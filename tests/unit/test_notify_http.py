@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import time
 from collections.abc import Awaitable, Callable
 
 import pytest
 from aiohttp import web
 
+import localports
 from graceguard.adapters import notify_http
 
 
@@ -87,9 +87,7 @@ def test_anything_but_2xx_is_a_failure(status: int, expected: str) -> None:
 
 
 def test_a_closed_port_is_a_failure_at_once() -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]  # closed again when the block ends: nobody listens
+    port = localports.free_port()  # nobody listens there
 
     async def main() -> str:
         sender = notify_http.HttpSender()
