@@ -13,6 +13,14 @@ and to the pod's ``ProposedEviction`` Event (watch delivery included); targets (
 until every pod had its notice (graceguard's own requests in the API server's audit log), made
 again by a bare client after the controller stopped;
 ``all_noticed_over_ceiling`` is ``seconds_to_all_noticed`` over the ceiling's seconds.
+
+Where the time goes, printed beside: ``seconds_to_disruption``, from t0 to the node's
+``Disruption`` seen by this process's watch (the message received, its cause read, its node
+cordoned, the object created), and ``seconds_disruption_to_first_notice``, from there to the
+pod's ``ProposedEviction`` (the controller's rounds); ``cpu_seconds_until_all_noticed``, the CPU
+each process used from the first batch sent until every pod was told (the controller, moto's
+server, each part of the control plane, this process's watches), and ``cpu_busy_share``, their
+sum over the wall time times the machine's cores: near 1, the machine itself is the limit.
 Run it alone on the machine: ``flock /tmp/graceguard-controlplane.lock`` (``make bench`` runs
 benches one by one).
 """
@@ -201,46 +209,113 @@ async def send_all(queue: str) -> dict[int, float]:
     return sent
 
 
-async def measure(cp: Any, queue: str) -> dict[str, Any]:
-    cordoned: dict[str, float] = {}
-    told: dict[str, float] = {}
-    seen_nodes: set[str] = set()
+class Seen:
+    """When this process's watches first saw each node cordoned, each node's Disruption and each
+    pod's ``ProposedEviction``."""
 
-    def on_node(raw: dict[str, Any]) -> None:
+    def __init__(self) -> None:
+        self.nodes: set[str] = set()
+        self.cordoned: dict[str, float] = {}
+        self.opened: dict[str, float] = {}
+        self.told: dict[str, float] = {}
+
+    def node(self, raw: dict[str, Any]) -> None:
         name = str(raw["metadata"]["name"])
-        seen_nodes.add(name)
+        self.nodes.add(name)
         if (raw.get("spec") or {}).get("unschedulable"):
-            cordoned.setdefault(name, time.monotonic())
+            self.cordoned.setdefault(name, time.monotonic())
 
-    def on_event(raw: dict[str, Any]) -> None:
+    def event(self, raw: dict[str, Any]) -> None:
         if raw.get("reason") == "ProposedEviction":
-            told.setdefault(str(raw["involvedObject"]["name"]), time.monotonic())
+            self.told.setdefault(str(raw["involvedObject"]["name"]), time.monotonic())
 
+    def disruption(self, raw: dict[str, Any]) -> None:
+        self.opened.setdefault(str((raw.get("spec") or {}).get("node")), time.monotonic())
+
+
+class CpuSince:
+    """The CPU some processes used since it was made, and how busy that kept the machine."""
+
+    def __init__(self, processes: dict[str, int]) -> None:
+        self._processes = processes
+        self._wall = time.monotonic()
+        self._before = self._now()
+
+    def _now(self) -> dict[str, float]:
+        return {name: kwokbench.cpu_seconds(pid) for name, pid in self._processes.items()}
+
+    def used(self) -> dict[str, Any]:
+        wall = time.monotonic() - self._wall
+        cpu = {n: v - self._before[n] for n, v in self._now().items()}
+        return {
+            "cpu_seconds_until_all_noticed": {n: round(v, 2) for n, v in cpu.items()},
+            "cpu_busy_share": round(sum(cpu.values()) / (wall * (os.cpu_count() or 1)), 2),
+        }
+
+
+def stages(
+    sent: dict[int, float],
+    cordoned: dict[str, float],
+    opened: dict[str, float],
+    told: dict[str, float],
+) -> dict[str, Any]:
+    """Each notification's times from its t0 to what was seen of it (its node cordoned, its
+    Disruption, its pod's first notice), as figures."""
+    pod = [f"job-{i:03d}" for i in range(NODES)]
+    to_cordon = [cordoned[node(i)] - sent[i] for i in range(NODES) if node(i) in cordoned]
+    to_notice = [told[pod[i]] - sent[i] for i in range(NODES) if pod[i] in told]
+    to_open = [opened[node(i)] - sent[i] for i in range(NODES) if node(i) in opened]
+    open_to_notice = [
+        told[pod[i]] - opened[node(i)] for i in range(NODES) if pod[i] in told and node(i) in opened
+    ]
+    return {
+        "cordoned": len(to_cordon),
+        "noticed": len(to_notice),
+        "seconds_to_cordon": figures(to_cordon),
+        "seconds_to_first_notice": figures(to_notice),
+        "seconds_to_disruption": figures(to_open),
+        "seconds_disruption_to_first_notice": figures(open_to_notice),
+        "seconds_to_all_noticed": round(max(told.values()) - min(sent.values()), 3)
+        if len(told) == NODES
+        else None,
+    }
+
+
+async def measure(cp: Any, queue: str, processes: dict[str, int]) -> dict[str, Any]:
+    """``processes``: name -> pid, whose CPU is counted from the first batch sent until every
+    pod was told (with the control plane's parts and this process)."""
+    processes = {**processes, **cp.pids, "bench": os.getpid()}
+    seen = Seen()
+    cordoned, opened, told = seen.cordoned, seen.opened, seen.told
     kube = kwokbench.client(cp)
     tasks = [
-        asyncio.create_task(watch(kube, resources.Node, on_node)),
+        asyncio.create_task(watch(kube, resources.Node, seen.node)),
         asyncio.create_task(
             watch(
                 kube,
                 resources.Event,
-                on_event,
+                seen.event,
                 namespace=NAMESPACE,
                 fields={"involvedObject.kind": "Pod"},
             )
         ),
+        asyncio.create_task(watch(kube, resources.Disruption, seen.disruption)),
     ]
     try:
-        while len(seen_nodes) < NODES:
+        while len(seen.nodes) < NODES:
             await asyncio.sleep(0.05)
         await asyncio.sleep(1.0)
         before = ceiling.Moment.now()
+        since = CpuSince(processes)
         sent = await send_all(queue)
         deadline = time.monotonic() + TIMEOUT
         after: ceiling.Moment | None = None
+        cpu: dict[str, Any] = {}
         while (len(cordoned) < NODES or len(told) < NODES) and time.monotonic() < deadline:
             await asyncio.sleep(0.2)
             if after is None and len(told) == NODES:
                 after = ceiling.Moment.now()
+                cpu = since.used()
     finally:
         for task in tasks:
             task.cancel()
@@ -248,20 +323,12 @@ async def measure(cp: Any, queue: str) -> dict[str, Any]:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         await kube.close()
-    to_cordon = [cordoned[node(i)] - sent[i] for i in range(NODES) if node(i) in cordoned]
-    to_notice = [told[f"job-{i:03d}"] - sent[i] for i in range(NODES) if f"job-{i:03d}" in told]
-    first_sent = min(sent.values())
     return {
         "bench": "sqs_to_cordon",
         "messages": NODES,
-        "cordoned": len(to_cordon),
-        "noticed": len(to_notice),
-        "seconds_to_cordon": figures(to_cordon),
-        "seconds_to_first_notice": figures(to_notice),
-        "seconds_to_all_noticed": round(max(told.values()) - first_sent, 3)
-        if len(told) == NODES
-        else None,
+        **stages(sent, cordoned, opened, told),
         "writes_until_all_noticed": (before, after) if after is not None else None,
+        **cpu,
         "target_p99_seconds": {"cordon": TARGET_CORDON_P99, "first_notice": TARGET_NOTICE_P99},
     }
 
@@ -275,7 +342,9 @@ def main() -> None:
             queue = aws_setup(moto.env())
             controller = start_controller(cp, moto, queue, workdir)
             try:
-                result = asyncio.run(measure(cp, queue))
+                result = asyncio.run(
+                    measure(cp, queue, {"controller": controller.pid, "moto": moto.pid})
+                )
             finally:
                 controller.stop()
             kwokbench.log(f"controller log tail: {controller.output()[-1500:]}")

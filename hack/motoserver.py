@@ -41,6 +41,8 @@ class MotoStartError(Exception):
 class MotoServer:
     endpoint: str
     region: str = REGION
+    pid: int = 0
+    """The server's process (``0``: not started here)."""
 
     def env(self) -> dict[str, str]:
         """Environment for a process (or boto3 in this one) that talks to this server only."""
@@ -87,7 +89,7 @@ def running_moto() -> Iterator[MotoServer]:
                     text = output.read().decode(errors="replace")[-2000:]
                     raise MotoStartError(f"moto's server did not start on {endpoint}: {text}")
                 time.sleep(0.1)
-            yield MotoServer(endpoint=endpoint)
+            yield MotoServer(endpoint=endpoint, pid=proc.pid)
         finally:
             proc.terminate()
             try:
