@@ -13,6 +13,7 @@ from graceguard.sim.marks import MarkKind
 from graceguard.sim.pods import End, SimPod
 from graceguard.sim.scenario import read_scenario
 from graceguard.sim.world import Mode, World
+from graceguard.webhook import service as webhook_service
 
 START = dt.datetime(2026, 11, 20, tzinfo=dt.UTC)
 MIN = dt.timedelta(minutes=1)
@@ -161,6 +162,9 @@ def test_ca_with_graceguard_is_refused_and_the_node_held_until_the_pod_is_done()
     assert [(d.at, d.source, d.rule) for d in denials] == [
         (START + 10 * MIN, "cluster-autoscaler", "takeover")
     ]
+    # its report (the EvictionBlocked event) is written as the webhook writes it: a takeover's
+    # after TAKEOVER_REPORT_DELAY, the record carrying the refusal's instant
+    assert blocked[0].at == START + 10 * MIN + webhook_service.TAKEOVER_REPORT_DELAY
 
 
 # ---- Auto Scaling group and its lifecycle hook -------------------------------------------------

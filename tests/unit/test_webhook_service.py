@@ -153,6 +153,7 @@ def rig(
     synced: bool = True,
     events: Events | None = None,
     denials: Denials | None = None,
+    takeover_report_delay: dt.timedelta = service_module.TAKEOVER_REPORT_DELAY,
 ) -> Rig:
     state = State([PROTECTED] if pods is None else pods, synced=synced)
     events = events or Events()
@@ -167,6 +168,7 @@ def rig(
         trusted=frozenset({GRACEGUARD}),
         failure_policy=failure,
         clock=clock,
+        takeover_report_delay=takeover_report_delay,
     )
     return Rig(service, state, events, denials, clock, opener)
 
@@ -685,8 +687,11 @@ async def test_admissions_of_workloads_never_reviewed_again_are_forgotten() -> N
 # ---- takeover ----
 
 
-def takeover_rig(*pods_: cluster.Pod) -> Rig:
-    r = rig(list(pods_))
+def takeover_rig(
+    *pods_: cluster.Pod,
+    takeover_report_delay: dt.timedelta = service_module.TAKEOVER_REPORT_DELAY,
+) -> Rig:
+    r = rig(list(pods_), takeover_report_delay=takeover_report_delay)
     r.state.pol = policy.DEFAULT  # takeover of every source
     r.state.nodes = {
         "n1": cluster.Node("n1", taints=frozenset({"ToBeDeletedByClusterAutoscaler"})),
@@ -757,6 +762,57 @@ async def test_a_drain_of_a_tainted_node_is_taken_over_once_for_all_its_pods() -
     # each refusal is reported, as any other (an EvictionBlocked event, a ledger record)
     assert {d.rule for d in r.denials.records} == {"takeover"}
     assert len(r.denials.records) == 3
+
+
+@pytest.mark.asyncio
+async def test_a_takeovers_report_waits_its_delay_other_refusals_go_at_once() -> None:
+    """Issue 22: the report of a refusal taken over (its event, its ledger record) is written
+    ``TAKEOVER_REPORT_DELAY`` after the refusal, so that a mass drain's six hundred reports do
+    not take the API server's time from the controller's notices; the Disruption it opens is not
+    delayed. It carries the refusal's instant. A refusal by another rule is reported at once;
+    ``settle`` (shutdown) writes the waiting ones too."""
+    delay = service_module.TAKEOVER_REPORT_DELAY
+    r = takeover_rig(pod("job-0", grace_seconds=7200), pod("job-1", grace_seconds=7200))
+    refused = await r.service.review(capped("job-0"))
+    assert refused.verdict is not None and refused.verdict.rule is admission.Rule.TAKEOVER
+    await r.service.settle(waiting=False)
+    assert len(r.opener.created) == 1  # opened at once
+    assert r.events.posted == [] and r.denials.records == []
+    assert r.service.next_release == NOW + delay
+    r.clock.now = NOW + delay - dt.timedelta(seconds=1)
+    assert r.service.release(r.clock.now) == 0
+    r.clock.now = NOW + delay
+    await r.service.review(capped("job-1"))  # a review once it is due releases it
+    await r.service.settle(waiting=False)
+    ((ref, reason, _message, _warning),) = r.events.posted
+    assert (ref.name, reason) == ("job-0", "EvictionBlocked")
+    (record,) = r.denials.records
+    assert (record.pod, record.rule, record.at) == ("job-0", "takeover", NOW)
+    assert r.service.next_release == NOW + 2 * delay  # job-1's
+    await r.service.settle()  # shutdown: the waiting one is written too
+    assert [e[0].name for e in r.events.posted] == ["job-0", "job-1"]
+    assert r.service.next_release is None
+
+    other = rig()  # no takeover: the protected pod's refusal is reported at once
+    await other.service.review(body())
+    await other.service.settle(waiting=False)
+    assert [reason for _, reason, _, _ in other.events.posted] == ["EvictionBlocked"]
+
+
+@pytest.mark.asyncio
+async def test_a_takeovers_report_is_written_when_due_without_another_review() -> None:
+    """The waiting report goes when it is due by its timer alone (no review after it)."""
+    delay = dt.timedelta(seconds=0.05)
+    r = takeover_rig(pod("job-0", grace_seconds=7200), takeover_report_delay=delay)
+    await r.service.review(capped("job-0"))
+    await asyncio.sleep(0.1)
+    assert r.events.posted == []  # the service's clock has not reached it
+    r.clock.now = NOW + delay
+    for _ in range(100):
+        if r.events.posted:
+            break
+        await asyncio.sleep(0.02)
+    assert [reason for _, reason, _, _ in r.events.posted] == ["EvictionBlocked"]
 
 
 @pytest.mark.asyncio

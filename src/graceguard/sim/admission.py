@@ -145,5 +145,22 @@ class SimWebhook:
 
     async def _review(self, body: bytes) -> Answer:
         answer = await self._service.review(body)
-        await self._service.settle()  # its report (event, ledger) lands at this instant
+        # Its report (event, ledger) lands at this instant; a takeover's when it is due.
+        await self._service.settle(waiting=False)
         return answer
+
+    def release(self, now: dt.datetime) -> bool:
+        """Write the reports of refusals taken over that are due at ``now`` (the service's
+        ``release``), at this instant; whether there were any."""
+
+        async def release() -> int:
+            released = self._service.release(now)
+            await self._service.settle(waiting=False)
+            return released
+
+        return self._loop.run(release()) > 0
+
+    @property
+    def next_release(self) -> dt.datetime | None:
+        """When the next report of a refusal taken over is due."""
+        return self._service.next_release

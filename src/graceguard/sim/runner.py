@@ -91,6 +91,7 @@ def install_graceguard(world: World, loop: EventLoop) -> Controller:
 
 def _run(scenario: Scenario, mode: Mode, world: World, loop: EventLoop) -> Run:  # noqa: C901 - the discrete-event loop, whole in one place
     controller = install_graceguard(world, loop) if mode is Mode.WITH else None
+    webhook = world.api.webhook if isinstance(world.api.webhook, SimWebhook) else None
     cast = [actors.make(spec, world, mode) for spec in scenario.actors]
     horizon = scenario.start + scenario.horizon
     now = scenario.start
@@ -103,6 +104,8 @@ def _run(scenario: Scenario, mode: Mode, world: World, loop: EventLoop) -> Run: 
                 changed = actor.poll(now) or changed
             if controller is not None:
                 changed = controller.step(now) or changed
+            if webhook is not None:
+                changed = webhook.release(now) or changed
             if not changed:
                 break
         if world.settled(now) and not any(a.busy() for a in cast):
@@ -110,6 +113,8 @@ def _run(scenario: Scenario, mode: Mode, world: World, loop: EventLoop) -> Run: 
         candidates = [world.next_time(now), *(a.next_time(now) for a in cast)]
         if controller is not None:
             candidates.append(controller.wake)
+        if webhook is not None:
+            candidates.append(webhook.next_release)
         later = [t for t in candidates if t is not None and t > now]
         if not later:
             break  # waiting for something that never comes (e.g. a node no one may remove)
