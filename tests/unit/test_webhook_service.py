@@ -800,6 +800,26 @@ async def test_a_takeovers_report_waits_its_delay_other_refusals_go_at_once() ->
 
 
 @pytest.mark.asyncio
+async def test_past_max_queued_waiting_a_takeovers_report_is_queued_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A storm larger than ``MAX_QUEUED`` loses no report to the wait: the reports past it are
+    queued at once, as before the wait, and dropped only past a full queue."""
+    monkeypatch.setattr(service_module, "MAX_QUEUED", 2)
+    r = takeover_rig(*(pod(f"job-{i}", grace_seconds=7200) for i in range(4)))
+    for i in range(4):
+        await r.service.review(capped(f"job-{i}"))
+    await r.service.settle(waiting=False)
+    assert [e[0].name for e in r.events.posted] == ["job-2", "job-3"]
+    await r.service.settle()
+    assert sorted(e[0].name for e in r.events.posted) == [f"job-{i}" for i in range(4)]
+    dropped = r.service.metrics.registry.get_sample_value(
+        "graceguard_webhook_reports_dropped_total"
+    )
+    assert dropped == 0
+
+
+@pytest.mark.asyncio
 async def test_a_takeovers_report_is_written_when_due_without_another_review() -> None:
     """The waiting report goes when it is due by its timer alone (no review after it)."""
     delay = dt.timedelta(seconds=0.05)

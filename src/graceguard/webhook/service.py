@@ -24,7 +24,8 @@ cluster facts, knows who graceguard is, and reports.
   refused six hundred times within a second, and their reports, written at once, took the
   webhook's CPU and the API server's time from the controller's notices to those very pods
   (``bench_takeover_latency``, four runs each way: half the pods told after 2.8-4.3 s with the
-  reports beside, 2.1-3.0 s with them waiting). ``settle`` writes the waiting ones too.
+  reports beside, 2.1-3.0 s with them waiting). ``settle`` writes the waiting ones too. At most
+  ``MAX_QUEUED`` wait; past that, a takeover's report is queued at once, as any other.
 * **Evictions in flight.** An admitted eviction takes a moment to show in the cache (and up to the
   facts' rebuild interval in the floors). Until it does, it counts against its workload's floor
   (and as a Ready replica gone for the surge rule), so a drain evicting every pod of a node at
@@ -467,7 +468,19 @@ class AdmissionService:
         if self._reported.within(key, now):
             return
         self._reported.note(key, now)
-        if len(self._queue) + len(self._deferred) >= MAX_QUEUED:
+        reporting = functools.partial(
+            self._send_report, pod=pod, verdict=verdict, requester=rev.username, at=now
+        )
+        if (
+            verdict.rule is admission.Rule.TAKEOVER
+            and self._takeover_report_delay
+            and len(self._deferred) < MAX_QUEUED
+        ):
+            self._deferred.append((now + self._takeover_report_delay, reporting))
+            if self._timer is None:
+                self._arm()
+            return
+        if len(self._queue) >= MAX_QUEUED:
             self.metrics.reports_dropped.inc()
             period = ledger.reporting_period(now, self._report_every)
             if self._dropped_logged != period:  # one line per period, not one per refusal
@@ -479,15 +492,7 @@ class AdmissionService:
                     verdict.message,
                 )
             return
-        reporting = functools.partial(
-            self._send_report, pod=pod, verdict=verdict, requester=rev.username, at=now
-        )
-        if verdict.rule is admission.Rule.TAKEOVER and self._takeover_report_delay:
-            self._deferred.append((now + self._takeover_report_delay, reporting))
-            if self._timer is None:
-                self._arm()
-        else:
-            self._later(reporting)
+        self._later(reporting)
 
     def _arm(self) -> None:
         """The timer that releases the first report waiting, when it is due (none: none
