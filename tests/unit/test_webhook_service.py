@@ -1073,6 +1073,29 @@ async def test_sigterm_drains_the_queued_refusals_before_the_process_ends() -> N
 
 
 @pytest.mark.asyncio
+async def test_sigterm_writes_the_takeovers_reports_still_waiting() -> None:
+    """A webhook stopped within ``TAKEOVER_REPORT_DELAY`` of a storm loses none of its
+    reports: the stop path's ``settle`` writes the ones not due yet."""
+    r = takeover_rig(*(pod(f"job-{i}", grace_seconds=7200) for i in range(5)))
+
+    async def serve_then_terminate() -> None:
+        for i in range(5):
+            await r.service.review(capped(f"job-{i}"))
+        assert r.service.next_release is not None and r.events.posted == []
+        os.kill(os.getpid(), signal.SIGTERM)
+        await asyncio.Event().wait()
+
+    await supervisor.supervise(
+        tasks={"reviews": serve_then_terminate},
+        endpoints=[],
+        host="127.0.0.1",
+        stop_signals=(signal.SIGTERM,),
+        cleanups=[r.service.settle],
+    )
+    assert len(r.denials.records) == 5 and len(r.events.posted) == 5
+
+
+@pytest.mark.asyncio
 async def test_refusals_past_a_full_queue_are_answered_and_counted_as_dropped(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
