@@ -152,6 +152,9 @@ class SimWebhook:
     def release(self, now: dt.datetime) -> bool:
         """Write the reports of refusals taken over that are due at ``now`` (the service's
         ``release``), at this instant; whether there were any."""
+        due = self._service.next_release
+        if due is None or due > now:
+            return False  # most steps: no loop to run
 
         async def release() -> int:
             released = self._service.release(now)
