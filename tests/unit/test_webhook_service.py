@@ -11,6 +11,7 @@ import datetime as dt
 import json
 import os
 import signal
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -1048,17 +1049,13 @@ async def test_a_takeover_is_opened_ahead_of_the_reports_waiting() -> None:
     assert reported_when_opened[0] <= service_module.WRITERS < 100
 
 
-@pytest.mark.asyncio
-async def test_sigterm_drains_the_queued_refusals_before_the_process_ends() -> None:
-    """The stop path of ``processes.webhook`` (``supervisor.supervise`` with the service's
-    ``settle`` among the cleanups), driven with a real SIGTERM to this process."""
-    slow = SlowDenials()
-    r = rig(many_protected(50), denials=slow)
+async def serve_then_sigterm(r: Rig, serve: Callable[[], Awaitable[None]]) -> None:
+    """``serve``, then a real SIGTERM to this process, through the stop path of
+    ``processes.webhook`` (``supervisor.supervise`` with the service's ``settle`` among the
+    cleanups)."""
 
     async def serve_then_terminate() -> None:
-        for i in range(50):
-            await r.service.review(body(f"train-{i}"))
-        asyncio.get_running_loop().call_later(0.05, slow.release.set)
+        await serve()
         os.kill(os.getpid(), signal.SIGTERM)
         await asyncio.Event().wait()
 
@@ -1069,6 +1066,19 @@ async def test_sigterm_drains_the_queued_refusals_before_the_process_ends() -> N
         stop_signals=(signal.SIGTERM,),
         cleanups=[r.service.settle],
     )
+
+
+@pytest.mark.asyncio
+async def test_sigterm_drains_the_queued_refusals_before_the_process_ends() -> None:
+    slow = SlowDenials()
+    r = rig(many_protected(50), denials=slow)
+
+    async def serve() -> None:
+        for i in range(50):
+            await r.service.review(body(f"train-{i}"))
+        asyncio.get_running_loop().call_later(0.05, slow.release.set)
+
+    await serve_then_sigterm(r, serve)
     assert len(slow.records) == 50 and len(r.events.posted) == 50
 
 
@@ -1078,20 +1088,12 @@ async def test_sigterm_writes_the_takeovers_reports_still_waiting() -> None:
     reports: the stop path's ``settle`` writes the ones not due yet."""
     r = takeover_rig(*(pod(f"job-{i}", grace_seconds=7200) for i in range(5)))
 
-    async def serve_then_terminate() -> None:
+    async def serve() -> None:
         for i in range(5):
             await r.service.review(capped(f"job-{i}"))
         assert r.service.next_release is not None and r.events.posted == []
-        os.kill(os.getpid(), signal.SIGTERM)
-        await asyncio.Event().wait()
 
-    await supervisor.supervise(
-        tasks={"reviews": serve_then_terminate},
-        endpoints=[],
-        host="127.0.0.1",
-        stop_signals=(signal.SIGTERM,),
-        cleanups=[r.service.settle],
-    )
+    await serve_then_sigterm(r, serve)
     assert len(r.denials.records) == 5 and len(r.events.posted) == 5
 
 
