@@ -42,8 +42,8 @@ Measured:
   until every pod had its ``ProposedEviction`` (``writes_until_all_proposed``, from the API
   server's audit log, graceguard's own requests only, up to the moment the watcher received the
   last pod's), made again by a bare client once graceguard's processes are stopped, at the best
-  of several concurrencies. ``others_writes_until_all_proposed``: the other clients' writes of the same
-  kinds meanwhile (kwok's ``pods/status``), neither counted nor replayed.
+  of several concurrencies. ``others_writes_until_all_proposed``: the other clients' writes of
+  the same kinds meanwhile (kwok's ``pods/status``), neither counted nor replayed.
   ``proposed_over_ceiling`` is ``seconds_to_all_proposed`` over the ceiling's seconds: the figure
   that counts (target 1.5), with the p99 to ``ProposedEviction`` beside it (target 2 s).
 * ``first_notice_floor``: the same bare client, after the ceiling, making only the writes that
