@@ -24,8 +24,9 @@ cluster facts, knows who graceguard is, and reports.
   refused six hundred times within a second, and their reports, written at once, took the
   webhook's CPU and the API server's time from the controller's notices to those very pods
   (``bench_takeover_latency``, four runs each way: half the pods told after 2.8-4.3 s with the
-  reports beside, 2.1-3.0 s with them waiting). ``settle`` writes the waiting ones too. At most
-  ``MAX_QUEUED`` wait; past that, a takeover's report is queued at once, as any other.
+  reports beside, 2.1-3.0 s with them waiting). ``settle`` writes the waiting ones too; a
+  process killed outright loses them with the rest of its queue. At most ``MAX_QUEUED`` wait;
+  past that, a takeover's report is queued at once, as any other.
 * **Evictions in flight.** An admitted eviction takes a moment to show in the cache (and up to the
   facts' rebuild interval in the floors). Until it does, it counts against its workload's floor
   (and as a Ready replica gone for the surge rule), so a drain evicting every pod of a node at
