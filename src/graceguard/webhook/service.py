@@ -279,8 +279,7 @@ class AdmissionService:
     ) -> None:
         """What a real (not ``dryRun``) verdict leaves behind: a takeover opened, an admitted
         eviction counted against its floor, a refusal reported."""
-        if self._deferred and self._deferred[0][0] <= now:
-            self.release(now)
+        self.release(now)
         if verdict.takeover is not None:
             self._take_over(rev, pod, verdict, now)
         if self._sightings is not None and pod.node and verdict.rule is not admission.Rule.TRUSTED:
@@ -508,11 +507,11 @@ class AdmissionService:
         self.release(self._clock())
         self._arm()
 
-    def release(self, now: dt.datetime) -> int:
-        """Queue for writing the reports of refusals taken over that are due at ``now``; how
-        many."""
+    def release(self, now: dt.datetime | None = None) -> int:
+        """Queue for writing the reports of refusals taken over that are due at ``now`` (``None``:
+        every one, due or not); how many."""
         released = 0
-        while self._deferred and self._deferred[0][0] <= now:
+        while self._deferred and (now is None or self._deferred[0][0] <= now):
             _due, work = self._deferred.popleft()
             self._later(work)
             released += 1
@@ -576,9 +575,8 @@ class AdmissionService:
         """Write everything queued and wait for it (tests; shutdown, after the server stopped
         taking reviews), with the reports of refusals taken over that are not due yet unless
         ``waiting`` is ``False`` (the simulator: they are written when due)."""
-        if waiting and self._deferred:
-            while self._deferred:
-                self._later(self._deferred.popleft()[1])
+        if waiting:
+            self.release()
             if self._timer is not None:
                 self._timer.cancel()
                 self._timer = None
