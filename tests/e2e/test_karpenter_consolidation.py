@@ -167,7 +167,15 @@ def _held_until_retracted(
                 return message
         return None
 
-    said = wait_until(blocked, timeout=40, what="Karpenter's DisruptionBlocked on the node")
+    # Karpenter's disruption controller looks at its candidates every 10 s (``pollingPeriod`` in
+    # pkg/controllers/disruption/controller.go); on a loaded machine a pass can take longer. Its
+    # event is due while the projection stands, so the wait may last as long as protection.
+    left = protected_until - datetime.datetime.now(datetime.UTC)
+    said = wait_until(
+        blocked,
+        timeout=max(40.0, left.total_seconds() - 1),
+        what="Karpenter's DisruptionBlocked on the node",
+    )
     while datetime.datetime.now(datetime.UTC) < protected_until - datetime.timedelta(seconds=1):
         assert not _disrupting(kube, node), f"Karpenter {what} the protected node"
         assert _leaving(kube, namespace, "work") is None, "evicted while protected"
