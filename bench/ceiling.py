@@ -27,9 +27,9 @@ annotations), pod and node annotation patches (``PATCH pods``, ``PATCH nodes``: 
 patches), and evictions (``POST pods/eviction``, each of a pod made for the pass on a kwok node of
 its own before the pass is timed). Every replayed patch changes its object (its values name the
 pass and the write), as graceguard's do: an unchanged object would cost the API server no etcd
-write. Writes to graceguard's own objects (``disruptions``) are counted and printed but not
-replayed: one per node or per round, not the bulk of a reaction. Run it after graceguard's
-processes are stopped, so the API server serves the bare client alone.
+write. Writes to graceguard's own objects (``disruptions`` and ``disruptions/status``) are counted
+and printed but not replayed: one or two per node, not the bulk of a reaction. Run it after
+graceguard's processes are stopped, so the API server serves the bare client alone.
 """
 
 from __future__ import annotations
@@ -69,7 +69,14 @@ REPLAYED = (
     ("PATCH", "nodes"),
     ("POST", "pods/eviction"),
 )
-COUNTED = (*REPLAYED, ("POST", "disruptions"), ("PATCH", "disruptions"), ("PUT", "disruptions"))
+COUNTED = (
+    *REPLAYED,
+    ("POST", "disruptions"),
+    ("PATCH", "disruptions"),
+    ("PUT", "disruptions"),
+    ("PATCH", "disruptions/status"),
+    ("PUT", "disruptions/status"),
+)
 EVICT = "pods/eviction"
 NOTICE = "pods/status"
 CEILING_NODE = "bench-ceiling"

@@ -34,10 +34,10 @@ def pod(**kw: object) -> cluster.Pod:
     return cluster.Pod("team", "train", **fields)  # type: ignore[arg-type]
 
 
-def noticed(at: dt.datetime, **kw: object) -> cluster.Pod:
+def noticed(at: dt.datetime, *, source: str = "x", **kw: object) -> cluster.Pod:
     return pod(
         notice_stage=notices.NoticeReason.SCHEDULED.value,
-        annotations={ann.EVICTION_AT: times.format_time(at), ann.EVICTION_REASON: "x"},
+        annotations={ann.EVICTION_AT: times.format_time(at), ann.EVICTION_REASON: source},
         **kw,
     )
 
@@ -173,7 +173,7 @@ def only(actions: tuple[act.Action, ...], kind: type[act.Action]) -> list[act.Ac
 
 
 def test_the_status_lists_the_pods_left_with_their_announced_times_once() -> None:
-    told = noticed(NOW + 5 * MIN)
+    told = noticed(NOW + 5 * MIN, source="drain")
     snap = cluster.Snapshot(nodes=(SCHEDULABLE,), pods=(told,))
     r = reconciler.reconcile(snapshot=snap, requests=[request()], pol=policy.DEFAULT, now=NOW)
     (report,) = only(r.actions, act.ReportDisruption)
@@ -187,6 +187,31 @@ def test_the_status_lists_the_pods_left_with_their_announced_times_once() -> Non
         snapshot=snap, requests=[request(status=status)], pol=policy.DEFAULT, now=NOW + MIN
     )
     assert only(again.actions, act.ReportDisruption) == []
+
+
+def test_a_pod_told_in_the_round_is_listed_with_its_notices_time_and_reported_once() -> None:
+    """The round that posts a pod's notice writes the status with the time that notice says,
+    not ``None`` first and the time again once the pod shows it: one status write per notice
+    (issue 22: a storm of a hundred Disruptions wrote 200 status patches before every pod was
+    told). A pod told for another source gets a new notice, and the status its new time."""
+    for before in (pod(), noticed(NOW + 5 * MIN)):
+        snap = cluster.Snapshot(nodes=(SCHEDULABLE,), pods=(before,))
+        r = reconciler.reconcile(snapshot=snap, requests=[request()], pol=policy.DEFAULT, now=NOW)
+        posted = [a for a in only(r.actions, act.PostNotice) if isinstance(a, act.PostNotice)]
+        (report,) = only(r.actions, act.ReportDisruption)
+        assert isinstance(report, act.ReportDisruption) and posted
+        at = posted[-1].notice.eviction_at
+        assert at == NOW + 10 * MIN  # the default noticeLead
+        assert report.status.pods == (disruption.PodLeft("team/train", at),)
+        # the notice landed: the pod shows it, and the status is not written again
+        shown = noticed(at, source="drain")
+        after = reconciler.reconcile(
+            snapshot=cluster.Snapshot(nodes=(SCHEDULABLE,), pods=(shown,)),
+            requests=[request(status=report.status)],
+            pol=policy.DEFAULT,
+            now=NOW + MIN,
+        )
+        assert only(after.actions, act.ReportDisruption) == []
 
 
 def test_a_hold_is_reported_held_and_a_passed_deadline_exceeded() -> None:

@@ -498,12 +498,17 @@ class _NodePlanner:
 
     def _report_progress(self, live: list[cluster.Pod]) -> None:
         """Each open request's status: the pods it still has to remove, each with the eviction
-        time it was told (``None`` until its notice), Held while graceguard keeps a hold."""
+        time it was told (``None`` until its notice), Held while graceguard keeps a hold. A pod
+        told in this very round shows the time its notice says: the status is then written once
+        for that notice, not once before it and again after it (issue 22)."""
+        told = {a.pod.key: a.notice.eviction_at for a in self.out if isinstance(a, act.PostNotice)}
         for r in self.requests:
             if r.id in self.completed:
                 continue
             left = tuple(
-                disruption.PodLeft(p.key, times.time_in(p.annotations, ann.EVICTION_AT))
+                disruption.PodLeft(
+                    p.key, told.get(p.key) or times.time_in(p.annotations, ann.EVICTION_AT)
+                )
                 for p in live
                 if r.covers(p)
             )
