@@ -237,22 +237,25 @@ def test_the_disruptions_status_shows_the_drain_as_it_goes(
     gg.drain(control_plane, node)
     name = only_disruption(kube, node)["metadata"]["name"]
 
+    def eviction_at(pod_name: str) -> str | None:
+        told_pod = kube.get(Pod, pod_name, namespace=namespace)
+        assert told_pod.metadata is not None
+        return (told_pod.metadata.annotations or {}).get(ann.EVICTION_AT)
+
     def draining() -> dict[str, Any] | None:
         status = only_disruption(kube, node).get("status") or {}
         pods = status.get("pods") or []
         told = [p for p in pods if p.get("evictionAt")]
-        if status.get("phase") == "Draining" and len(told) == 2:
-            return status
-        return None
+        # The round that posts the notices writes the status with their times just before it
+        # patches the pods: wait for the pods to show them too.
+        shown = status.get("phase") == "Draining" and len(told) == 2
+        return status if shown and all(eviction_at(p["name"]) for p in told) else None
 
     status = wait_until(draining, timeout=30, what="Draining with both pods' eviction times")
     assert status["podsRemaining"] == 2
     by_pod = {(p["namespace"], p["name"]): p["evictionAt"] for p in status["pods"]}
     for pod_name in ("slow", "quick"):
-        told_pod = kube.get(Pod, pod_name, namespace=namespace)
-        assert told_pod.metadata is not None
-        told = (told_pod.metadata.annotations or {}).get(ann.EVICTION_AT)
-        assert by_pod[(namespace, pod_name)] == told, (pod_name, status)
+        assert by_pod[(namespace, pod_name)] == eviction_at(pod_name), (pod_name, status)
     assert status["nextEvictionAt"] == min(by_pod.values())
     shown = row(control_plane, name)
     assert (shown["NODE"], shown["SOURCE"], shown["PHASE"], shown["PODS"]) == (
