@@ -192,7 +192,7 @@ def test_the_status_lists_the_pods_left_with_their_announced_times_once() -> Non
 def test_a_pod_told_in_the_round_is_listed_with_its_notices_time_and_reported_once() -> None:
     """The round that posts a pod's notice writes the status with the time that notice says,
     not ``None`` first and the time again once the pod shows it: one status write per notice
-    (issue 22: a storm of a hundred Disruptions wrote 200 status patches before every pod was
+    (issue 22: a storm of a hundred Disruptions wrote up to 200 status patches before every pod was
     told). A pod told for another source gets a new notice, and the status its new time."""
     for before in (pod(), noticed(NOW + 5 * MIN)):
         snap = cluster.Snapshot(nodes=(SCHEDULABLE,), pods=(before,))
