@@ -552,6 +552,11 @@ def test_a_controller_started_late_leaves_the_node_to_its_agent(
             )
             led = dt.datetime.now(dt.UTC)
             asked, gone, released = _follow(kube, mock, namespace, node, graces, delay)
+            # The agent's next drain round (within ROUND_EVERY) writes Done: after the lock went,
+            # which goes as soon as the node is empty, so wait for it before the agent stops.
+            wait_until(
+                lambda: gg.phase(gg.disruptions(kube, node)[0]) == "Done", timeout=10, what="Done"
+            )
             log = agent.output()
         controller_log = late.output()
     finally:
@@ -571,7 +576,6 @@ def test_a_controller_started_late_leaves_the_node_to_its_agent(
         assert mine.count("Evicted") == 1, (name, mine)
         assert mine.count("ProposedEviction") <= 1 and mine.count("ScheduledEviction") <= 1
     assert {i for _, _, i in events} == {AGENT_IDENTITY}, (events, controller_log[-2000:])
-    wait_until(lambda: gg.phase(gg.disruptions(kube, node)[0]) == "Done", timeout=10, what="Done")
     assert released is not None and "the node is empty" in log
 
 
