@@ -16,6 +16,7 @@ policy's short notice lead (4 s).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 import pathlib
@@ -29,7 +30,10 @@ from lightkube import ApiError, Client
 from lightkube.resources.core_v1 import Node, Pod
 
 import controlplane
+from graceguard.adapters.kube import admission_state
+from graceguard.adapters.kube import client as kube_client
 from graceguard.domain import annotations as ann
+from graceguard.domain import cluster
 
 from . import graceguard_proc as gg
 from . import webhook_install as wi
@@ -332,6 +336,39 @@ def test_one_eviction_on_a_schedulable_node_is_a_pod_disruption_the_rest_left_al
         assert found.spec is not None and not found.spec.unschedulable
         assert ann.HELD_FOR not in ((found.metadata.annotations or {}) if found.metadata else {})
         assert hook.ready()
+
+
+@pytest.mark.timeout(120)
+def test_the_webhook_reads_a_node_the_chart_lets_it_read_and_sees_its_cordon(
+    control_plane: controlplane.ControlPlane,
+    kube: Client,
+    namespace: str,
+    kwok_nodes: NodeFactory,
+    tmp_path: pathlib.Path,
+) -> None:
+    """The live read a takeover of one pod makes of its node before it opens
+    (``LiveAdmissionState.fetch_node``: ``kubectl drain`` cordons and evicts at once, and the
+    first review can come before the cordon reaches the cache), as the chart's webhook
+    ServiceAccount: the node as the API has it (cordoned a moment ago), and ``None`` for a node
+    that does not exist. Without ``get`` on nodes in the chart's RBAC this is refused (403)."""
+    node = gg.node_name(kwok_nodes("a"))
+    with wi.installed(control_plane, kube, namespace, tmp_path):
+        client = kube_client.connect(tmp_path / "webhook.kubeconfig")
+        state = admission_state.LiveAdmissionState(client)
+
+        async def read() -> tuple[cluster.Node | None, ...]:
+            try:
+                before = await state.fetch_node(node)
+                done = control_plane.kubectl("cordon", node)
+                assert done.returncode == 0, done.stderr
+                return (before, await state.fetch_node(node), await state.fetch_node("nowhere"))
+            finally:
+                await client.close()
+
+        before, after, missing = asyncio.run(read())
+    assert before is not None and not before.being_removed
+    assert after is not None and after.being_removed and after.name == node
+    assert missing is None
 
 
 @pytest.mark.timeout(360)

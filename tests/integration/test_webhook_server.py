@@ -53,6 +53,9 @@ class State:
     def node(self, name: str) -> cluster.Node | None:
         return cluster.Node(name) if name == "n1" else None
 
+    async def fetch_node(self, name: str) -> cluster.Node | None:
+        return self.node(name)
+
     def open_disruptions(self, node: str) -> list[disruption.DisruptionRequest]:
         return []
 

@@ -31,7 +31,7 @@ WEBHOOK_PERMISSIONS: dict[tuple[str, str], set[str]] = {
     ("apps", "statefulsets"): {"list", "watch"},
     ("apps", "replicasets"): {"list", "watch"},
     ("graceguard.io", "disruptionpolicies"): {"list", "watch"},
-    ("", "nodes"): {"list", "watch"},
+    ("", "nodes"): {"get", "list", "watch"},  # a cordon the cache has not seen yet
     ("", "namespaces"): {"list", "watch"},  # protect[].namespaceSelector
     ("graceguard.io", "disruptions"): {"list", "watch", "create"},
 }

@@ -357,9 +357,7 @@ def _takeover(
         losses.append(f"its grace period ({grace_seconds}s asked, its own is {pod.grace_seconds}s)")
     if not losses:
         return None
-    scope = (
-        disruption.Scope.NODE if node is not None and node.being_removed else disruption.Scope.POD
-    )
+    scope = takeover_scope(pod=pod, node=node)
     request = disruption.DisruptionRequest(
         id="takeover",
         node=pod.node or "",
@@ -369,11 +367,6 @@ def _takeover(
         scope=scope,
         pod=pod.key if scope is disruption.Scope.POD else None,
     )
-    if not request.covers(pod):
-        # A node disruption leaves DaemonSet pods, as kubectl drain does: joining one would leave
-        # this eviction refused for good. The pod's own disruption evicts it.
-        scope = disruption.Scope.POD
-        request = dataclasses.replace(request, scope=scope, pod=pod.key)
     if announced is not None and announced > now:
         at = announced
     else:
@@ -386,6 +379,23 @@ def _takeover(
     return _refused(
         Rule.TAKEOVER, who=pod.key, parts=[reason], source=source, until=at, now=now, takeover=scope
     )
+
+
+def takeover_scope(*, pod: cluster.Pod, node: cluster.Node | None) -> disruption.Scope:
+    """The scope of the Disruption that takes ``pod``'s eviction over: its node's when the node
+    is being removed (the eviction is one of a drain's), its own otherwise. A node disruption
+    leaves DaemonSet pods, as ``kubectl drain`` does (``DisruptionRequest.covers``): joining one
+    would leave the eviction of such a pod refused for good, so its own disruption evicts it."""
+    whole = node is not None and node.being_removed
+    node_scoped = disruption.DisruptionRequest(
+        id="takeover",
+        node=pod.node or "",
+        source="",
+        disruption_class=disruption.DisruptionClass.VOLUNTARY,
+        requested_at=dt.datetime.min.replace(tzinfo=dt.UTC),
+        scope=disruption.Scope.NODE,
+    )
+    return disruption.Scope.NODE if whole and node_scoped.covers(pod) else disruption.Scope.POD
 
 
 def _by_rule(prot: protection.Protection) -> str:

@@ -69,6 +69,9 @@ class SimAdmission:
             return None
         return self._world.api.kube_node(found)
 
+    async def fetch_node(self, name: str) -> cluster.Node | None:
+        return self.node(name)
+
     def open_disruptions(self, node: str) -> list[disruption.DisruptionRequest]:
         return [r.request for r in self._world.requests.values() if r.request.node == node]
 

@@ -37,6 +37,10 @@ class AdmissionState(Protocol):
     def node(self, name: str) -> cluster.Node | None:
         """The node from the cache (cordoned? tainted by an autoscaler?)."""
 
+    async def fetch_node(self, name: str) -> cluster.Node | None:
+        """The node from the API (a cordon too new for the cache); ``None`` when it does not
+        exist."""
+
     def open_disruptions(self, node: str) -> list[disruption.DisruptionRequest]:
         """The disruptions open on ``node`` (not Done or Cancelled), from the cache."""
 

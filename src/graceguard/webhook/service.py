@@ -42,6 +42,10 @@ cluster facts, knows who graceguard is, and reports.
   dropped (a replica opens at most one per node or pod per ``JOIN_FOR``), and ahead of every
   report still waiting: the controller starts the drain's notices only once the Disruption
   exists, while a report only tells what was refused. A ``dryRun`` eviction opens nothing.
+  A takeover of one pod reads the pod's node from the API before it opens (one GET, after the
+  answer): ``kubectl drain`` cordons and evicts at once, and its first review can come before
+  the cordon reaches the cache. A node found being removed makes it the node's takeover, so one
+  drain opens one Disruption, not one for its first pod and one for the rest.
 * **The evictor still asking.** Each real eviction of a pod that a Disruption taken over from
   the same evictor covers is told to the controller (``EvictorSightings``, at most every
   ``ASKED_EVERY`` per Disruption and replica): a taken-over drain that only budgets hold ends
@@ -402,10 +406,19 @@ class AdmissionService:
         key: str,
     ) -> None:
         """Open (or join) the takeover of ``pod``'s eviction by ``source``; the request is made
-        here, after the answer went out, not in the review."""
+        here, after the answer went out, not in the review. A takeover of the pod alone becomes
+        its node's when the node turns out to be on its way out (``_drained_now``)."""
         if self._opener is None:
             return
         node = pod.node or ""
+        keys = [key]
+        if scope is disruption.Scope.POD and await self._drained_now(pod):
+            scope = disruption.Scope.NODE
+            if self._open_already(node, pod, self._clock()):
+                self.metrics.took_over(source, str(scope), "joined")
+                return
+            self._opened.note(node, self._clock())
+            keys.append(node)
         pod_key = pod.key if scope is disruption.Scope.POD else None
         name = disruptions.request_name(source=source, node=node, pod=pod_key, at=at)
         try:
@@ -425,11 +438,26 @@ class AdmissionService:
         except Exception as err:
             self.metrics.took_over(source, str(scope), "failed")
             log.warning("cannot open the takeover disruption %s: %s", name, err)
-            self._opened.forget(key)
+            for k in keys:
+                self._opened.forget(k)
             return
         self.metrics.took_over(source, str(request.scope), "opened" if created else "joined")
         if created:
             log.info("took over %s on %s: disruption %s", source, request.node, request.id)
+
+    async def _drained_now(self, pod: cluster.Pod) -> bool:
+        """Whether the pod's node, read from the API, has come to be removed since the cache
+        showed it (``kubectl drain`` cordons, then evicts at once: the review can come before the
+        cordon reaches the cache), so that the takeover is the node's drain, one Disruption for
+        all its pods, not one for this pod. Read here, after the answer, not in the review; a
+        failed read leaves the takeover the pod's."""
+        assert pod.node is not None
+        try:
+            node = await self._state.fetch_node(pod.node)
+        except Exception as err:
+            log.info("cannot read node %s, taking %s over alone: %s", pod.node, pod.key, err)
+            return False
+        return admission.takeover_scope(pod=pod, node=node) is disruption.Scope.NODE
 
     def _later(self, work: Callable[[], Awaitable[None]], *, urgent: bool = False) -> None:
         """Queue ``work`` to run after the answer, ``urgent`` work before every report still

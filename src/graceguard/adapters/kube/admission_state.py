@@ -146,6 +146,16 @@ class LiveAdmissionState:
     def node(self, name: str) -> cluster.Node | None:
         return self._nodes.store.get(name)
 
+    async def fetch_node(self, name: str) -> cluster.Node | None:
+        try:
+            async with asyncio.timeout(FETCH_TIMEOUT):
+                found = await self._client.get(resources.Node, name)
+        except ApiError as err:
+            if err.status.code == 404:
+                return None
+            raise
+        return view.compact_node(resources.document(found))
+
     def open_disruptions(self, node: str) -> list[disruption.DisruptionRequest]:
         """The disruptions open on ``node``, from an index by node rebuilt only after the
         Disruption objects changed."""
