@@ -23,6 +23,7 @@ notices or evictions for it; from then on the controller's engine leaves a node 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import datetime as dt
 import functools
@@ -47,7 +48,8 @@ round, within a second here (event, 0.1 s debounce, round); 3 s leaves it room o
 machine, and is what a shutdown with no controller loses of logind's delay (5 s by default: raise
 ``InhibitDelayMaxSec=`` as ``needs`` warns)."""
 ROUND_EVERY = 1.0
-"""Seconds between the agent's own drain rounds at most (sooner when the engine asks)."""
+"""Seconds between the agent's own drain rounds at most (sooner when the engine asks, or when
+the lock is released)."""
 RESTORE_WATCH = dt.timedelta(seconds=15)
 """How long after a cancel the agent checks that the node stays in service: a controller round
 planned before the cancel may still cordon it once, and the controller never uncordons. (The
@@ -241,7 +243,18 @@ class Shutdowns:
             wait = ROUND_EVERY
             if done.next_wakeup is not None:
                 wait = min(wait, (done.next_wakeup - self._clock()).total_seconds())
-            await asyncio.sleep(max(wait, 0.05))
+            await self._between_rounds(shutdown, max(wait, 0.05))
+
+    async def _between_rounds(self, shutdown: Shutdown, seconds: float) -> None:
+        """Wait ``seconds``, or until the lock is released: the node found empty, the round that
+        writes the Disruption ``Done`` runs at once, not up to ``ROUND_EVERY`` later, when the
+        OS may already have stopped the agent (the Disruption would stay ``Draining``)."""
+        if shutdown.released:
+            await asyncio.sleep(seconds)
+            return
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(seconds):
+                await self.lock_released.wait()
 
     async def _open(
         self,
