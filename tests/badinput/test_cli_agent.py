@@ -1,9 +1,10 @@
 """Bad input to ``graceguard agent``, a long-running process on every node: the node's name (by
 option or ``$NODE_NAME``), the release margin, the system bus address (by option or
 ``$DBUS_SYSTEM_BUS_ADDRESS``), the instance-metadata endpoint, ports out of range, alike or in
-use, an address not this machine's, the identity, every kubeconfig fault, and click's usage
-errors. Each row: exit 2 before it starts, one line on stderr naming the option or variable at
-fault, nothing on stdout, no traceback.
+use, an address not this machine's, the identity, the controller's Lease (its name, and
+``$POD_NAMESPACE`` it is read in), every kubeconfig fault, and click's usage errors. Each row:
+exit 2 before it starts, one line on stderr naming the option or variable at fault, nothing on
+stdout, no traceback.
 
 The rows run in-process with free ports on 127.0.0.1; a row that got past its check would say
 ``cannot load a kubeconfig`` (a kubeconfig that does not exist) instead of naming its option.
@@ -79,6 +80,18 @@ ROWS: dict[str, tuple[list[str], dict[str, str], str, str]] = {
     "identity two lines": (["--identity", "a\nb"], {}, "--identity", "printable text"),
     "port not a number": (["--metrics-port", "x"], {}, "--metrics-port", "valid integer"),
     "unknown option": (["--nope"], {}, "--nope", "No such option"),
+    "controller lease not a name": (
+        ["--controller-lease", "Lease_1"],
+        {"POD_NAMESPACE": "graceguard-system"},
+        "--controller-lease",
+        "is not a Kubernetes name",
+    ),
+    "controller lease without POD_NAMESPACE": (
+        ["--controller-lease", "graceguard-controller"],
+        {},
+        "$POD_NAMESPACE",
+        "is not a Kubernetes name",
+    ),
 }
 KUBE_ROWS = {f"agent {k}": v for k, v in KUBECONFIG_ROWS.items()}
 
@@ -105,7 +118,7 @@ def test_bad_agent_input_is_one_line_before_it_starts(
     name: str, tmp: pathlib.Path, busy: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     args, env, names, says = ROWS[name]
-    for var in ("NODE_NAME", "DBUS_SYSTEM_BUS_ADDRESS", "POD_NAME"):
+    for var in ("NODE_NAME", "DBUS_SYSTEM_BUS_ADDRESS", "POD_NAME", "POD_NAMESPACE"):
         monkeypatch.delenv(var, raising=False)
     port = str(localports.free_port())
     row = [a.replace("{busy}", str(busy)).replace("{port}", port) for a in args]

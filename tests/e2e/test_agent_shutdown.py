@@ -20,9 +20,12 @@ has passed with the Disruption still Pending: the same phases, each pod's own gr
 released when the node is empty; the counterpart, ``--take-over-after off`` (the agent before
 the take-over), lets the lock go at the deadline with every pod still there. A controller started
 after the take-over leaves the node to its agent: no pod event of its own, each pod told and
-evicted once. (The race of a controller round planned from the Pending version the agent took
-over at that very moment is not timed here: its refused status write and the round's skipped
-notices and evictions are ``tests/unit/test_drainer.py``.)
+evicted once. A controller that began the drain and died (no standby) leaves it to the agent,
+which takes it back once the Lease goes unrenewed (``--controller-lease``); without that option,
+the pod it had told is never asked to stop before the lock goes. (The race of a controller
+round planned from the Pending version the agent took over at that very moment is not timed here:
+its refused status write and the round's skipped notices and evictions are
+``tests/unit/test_drainer.py``.)
 """
 
 from __future__ import annotations
@@ -96,7 +99,9 @@ def running_agent(
     workdir: pathlib.Path,
     *,
     extra: tuple[str, ...] = (),
+    env: dict[str, str] | None = None,
 ) -> Iterator[Agent]:
+    """``extra``: further options; ``env``: further environment variables."""
     health, metrics = localports.free_port(), localports.free_port()
     log = workdir / "agent.log"
     with log.open("wb") as out:
@@ -122,7 +127,7 @@ def running_agent(
                 AGENT_IDENTITY,
                 *extra,
             ],
-            env=gg.env(kubeconfig),
+            env={**gg.env(kubeconfig), **(env or {})},
             stdout=out,
             stderr=subprocess.STDOUT,
             cwd=workdir,
@@ -577,6 +582,90 @@ def test_a_controller_started_late_leaves_the_node_to_its_agent(
         assert mine.count("ProposedEviction") <= 1 and mine.count("ScheduledEviction") <= 1
     assert {i for _, _, i in events} == {AGENT_IDENTITY}, (events, controller_log[-2000:])
     assert released is not None and "the node is empty" in log
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("take_back", [True, False], ids=["controller-lease", "without"])
+def test_a_drain_whose_controller_dies_is_taken_back_by_the_agent(
+    control_plane: controlplane.ControlPlane,
+    kube: Client,
+    namespace: str,
+    kwok_nodes: NodeFactory,
+    policy: None,
+    ledger: str,
+    tmp_path: pathlib.Path,
+    take_back: bool,
+) -> None:
+    """A controller leads and begins the shutdown's drain: it tells the protected pod now and
+    plans its eviction for the deadline less its grace. Then the controller dies (SIGKILL, no
+    standby: as when it ran on this very node). With ``--controller-lease``, the agent sees the
+    Lease go unrenewed past its duration and a failover's time, takes the Disruption back
+    (``DrainTakenOver``: "no longer leads") and evicts the pod itself, with its grace, before
+    the lock goes. Without it, nobody carries the drain on: the lock goes at the deadline with
+    the pod never asked to stop, and the OS kills it."""
+    node = gg.node_name(kwok_nodes("orphan"))
+    grace = 5
+    annotations = {ann.MIN_RUNTIME: "1h"}
+    run_pod(
+        kube, namespace, pod("train", grace_seconds=grace, node_name=node, annotations=annotations)
+    )
+    delay = 40
+    lease = ("--controller-lease", "graceguard-controller") if take_back else ()
+    doomed = gg.start_leader(
+        kube,
+        control_plane.kubeconfig,
+        name="gg-doomed",
+        workdir=tmp_path,
+        ledger=ledger,
+        lease_namespace=namespace,
+    )
+    try:
+        with (
+            logindmock.running_logind(delay=delay) as mock,
+            running_agent(
+                control_plane.kubeconfig,
+                mock,
+                node,
+                tmp_path,
+                extra=lease,
+                env={"POD_NAMESPACE": namespace},
+            ) as agent,
+        ):
+            wait_until(lambda: _ours(mock), timeout=20, what="the lock")
+            mock.prepare_for_shutdown(True)
+
+            def begun() -> bool:
+                found = gg.disruptions(kube, node)
+                told = condition(kube.get(Pod, "train", namespace=namespace), "PodEviction")
+                return bool(found) and gg.phase(found[0]) == "Draining" and told == "True"
+
+            wait_until(begun, timeout=20, what="the controller's drain begun, the pod told")
+            (found,) = gg.disruptions(kube, node)
+            assert "graceguard.io/drained-by" not in (found["metadata"].get("annotations") or {})
+            killed = dt.datetime.now(dt.UTC)
+            doomed.kill()
+            asked, _gone, released = _follow(kube, mock, namespace, node, {"train": grace}, delay)
+            log = agent.output()
+            counted = agent.metrics()
+    finally:
+        doomed.stop()
+    print(f"controller killed {killed}, train asked {asked.get('train')}, lock released {released}")
+    assert released is not None, log
+    (found,) = gg.disruptions(kube, node)
+    drained_by = (found["metadata"].get("annotations") or {}).get("graceguard.io/drained-by")
+    events = _pod_events(kube, namespace, ["train"])
+    if not take_back:
+        assert asked == {}, (asked, log)  # the loss: never asked to stop before the lock went
+        assert drained_by is None
+        assert [r for _, r, _ in events if r == "Evicted"] == []
+        return
+    assert "train" in asked and killed < asked["train"] <= released, (asked, released, log)
+    assert drained_by == f"graceguard-agent:{node}"
+    taken = [m for r, m in _node_events(kube, node) if r == "DrainTakenOver"]
+    assert len(taken) == 1 and "no longer leads" in taken[0], taken
+    assert [(r, i) for _, r, i in events if r == "Evicted"] == [("Evicted", AGENT_IDENTITY)]
+    taken_back = 'graceguard_agent_shutdowns_total{outcome="taken-back",source="os-shutdown"} 1.0'
+    assert taken_back in counted, counted
 
 
 # ---- the bundled OS-shutdown story (scenarios/os-shutdown-critical-logging.yaml) ----

@@ -238,6 +238,12 @@ def _story(
     assert released >= max(finished.values()) - dt.timedelta(seconds=1), (released, finished)
     assert released < signalled + dt.timedelta(seconds=DELAY), (released, signalled)
     assert "drains it itself" in agent_log, agent_log
+    # the controller's Lease read with the chart's RBAC (a drain whose controller stops leading
+    # is taken back): read, and found without a holder, as no controller runs here; so the agent
+    # took the drain over at once, without waiting agent.takeOverAfter for a controller
+    assert "no controller leads: the agent drains a shutdown itself" in agent_log, agent_log
+    assert "no controller leads (its Lease free or unrenewed) to drain" in agent_log, agent_log
+    assert "cannot read controller Lease" not in agent_log, agent_log
 
 
 def test_without_an_agent_the_shutdown_goes_with_the_pods_running(

@@ -85,6 +85,31 @@ def test_the_args_are_what_graceguard_agent_accepts(docs: list[dict[str, Any]]) 
     assert params["release_margin"] == "2s"
     assert params["take_over_after"] == "3s"
     assert (params["metrics_port"], params["health_port"]) == (8090, 8091)
+    assert params["controller_lease"] == "graceguard-controller"
+
+
+def test_the_agent_reads_the_controllers_lease_and_nothing_else_in_its_namespace(
+    docs: list[dict[str, Any]],
+) -> None:
+    """A drain whose controller stopped leading is taken back: the agent reads the very Lease
+    the controller holds (``--controller-lease`` in ``$POD_NAMESPACE``, the release namespace),
+    with ``get`` on that one Lease only."""
+    ds = one(docs, "DaemonSet")
+    (container,) = ds["spec"]["template"]["spec"]["containers"]
+    args = container["args"]
+    lease = args[args.index("--controller-lease") + 1]
+    (controller,) = one(docs, "Deployment", "graceguard")["spec"]["template"]["spec"]["containers"]
+    cargs = controller["args"]
+    assert lease == cargs[cargs.index("--lease-name") + 1]
+    env = {e["name"]: e for e in container["env"]}
+    assert env["POD_NAMESPACE"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace"
+    role = one(docs, "Role", "graceguard-agent")
+    assert role["metadata"]["namespace"] == ds["metadata"]["namespace"]
+    assert list(permissions(role)) == [("coordination.k8s.io", "leases", "get", (lease,))]
+    binding = one(docs, "RoleBinding", "graceguard-agent")
+    assert binding["roleRef"]["name"] == "graceguard-agent"
+    (subject,) = binding["subjects"]
+    assert subject["name"] == ds["spec"]["template"]["spec"]["serviceAccountName"]
 
 
 def test_rbac_is_exactly_what_the_agent_uses(docs: list[dict[str, Any]]) -> None:

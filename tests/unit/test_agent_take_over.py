@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 
 import pytest
 
+from graceguard.agent import metrics as agent_metrics
 from graceguard.agent import ports, shutdown
 from graceguard.domain import cluster, disruption
 
@@ -41,6 +42,7 @@ class Cluster:
 
     stored: dict[str, Stored] = dataclasses.field(default_factory=dict)
     events: list[str] = dataclasses.field(default_factory=list)
+    messages: list[str] = dataclasses.field(default_factory=list)
     pods: list[cluster.Pod] = dataclasses.field(default_factory=list)
     before_take_over: Callable[[], None] | None = None
     take_overs: list[bool] = dataclasses.field(default_factory=list)
@@ -87,6 +89,7 @@ class Cluster:
 
     async def node_event(self, *, node: str, reason: str, message: str, warning: bool) -> None:
         self.events.append(reason)
+        self.messages.append(message)
 
 
 @dataclasses.dataclass
@@ -108,20 +111,35 @@ class Drain:
         return ports.DrainRound(now + dt.timedelta(seconds=0.05), len(open_))
 
 
+@dataclasses.dataclass
+class Presence:
+    """``ports.ControllerPresence``: whether the controller's Lease is renewed, as set."""
+
+    leading: bool = True
+
+    def leads(self, now: dt.datetime) -> bool:
+        return self.leading
+
+
 def _shutdowns(
     kube: Cluster,
     drain: ports.NodeDrain | None,
     release_lock: Callable[[str], None] = lambda why: None,
+    presence: Presence | None = None,
+    metrics: agent_metrics.AgentMetrics | None = None,
+    take_over_after: dt.timedelta = AFTER,
 ) -> shutdown.Shutdowns:
     return shutdown.Shutdowns(
         node=NODE,
         cluster=kube,
         clock=lambda: dt.datetime.now(dt.UTC),
+        presence=presence,
+        metrics=metrics,
         release_lock=release_lock,
         margin=dt.timedelta(seconds=1),
         requested_by=ME,
         drain=drain,
-        take_over_after=AFTER,
+        take_over_after=take_over_after,
     )
 
 
@@ -171,6 +189,84 @@ def test_a_controller_that_began_keeps_the_drain() -> None:
     assert drain.rounds == 0
     assert kube.take_overs == []
     assert all(s.drained_by == "" for s in kube.stored.values())
+
+
+def test_a_drain_whose_controller_stops_leading_is_taken_back() -> None:
+    """The controller began the drain (Draining) and then stopped leading (its Lease went
+    unrenewed: killed, or on this very node): the agent takes the Disruption back over the
+    version it read and drains the node itself until done. While the controller leads, the agent
+    leaves the drain to it; without a presence to ask, it leaves it for good (the test above)."""
+
+    counted = agent_metrics.AgentMetrics()
+
+    async def go() -> tuple[Cluster, Drain, int]:
+        kube = Cluster()
+        drain = Drain(kube)
+        presence = Presence(leading=True)
+        s = _shutdowns(kube, drain, presence=presence, metrics=counted)
+        request = await _begin(s)
+        kube.begin_by_controller(request.id)
+        await asyncio.sleep(AFTER.total_seconds() + 3 * shutdown.POLL)
+        rounds_while_led = drain.rounds
+        assert kube.stored[request.id].drained_by == ""
+        presence.leading = False
+        await _settle(s)
+        return kube, drain, rounds_while_led
+
+    kube, drain, rounds_while_led = asyncio.run(go())
+    assert rounds_while_led == 0
+    assert kube.take_overs == [True]
+    (stored,) = kube.stored.values()
+    assert stored.drained_by == ME and stored.phase is disruption.Phase.DONE
+    assert drain.rounds == 4
+    assert kube.events == ["DrainTakenOver"]
+    assert kube.messages[0].startswith(
+        "the controller that began the drain of n1 no longer leads (its Lease went unrenewed): "
+        "the agent drains it itself"
+    )
+    sample = counted.registry.get_sample_value(
+        "graceguard_agent_shutdowns_total", {"source": "os-shutdown", "outcome": "taken-back"}
+    )
+    assert sample == 1
+
+
+def test_with_no_controller_leading_the_agent_takes_over_at_once() -> None:
+    """No controller leads when the shutdown begins (its Lease missing or unrenewed): the agent
+    does not spend logind's delay (5 s by default) waiting ``take_over_after`` for one. With a
+    minute to wait, the drain is still done within the test's few seconds."""
+
+    async def go() -> tuple[Cluster, Drain]:
+        kube = Cluster()
+        drain = Drain(kube)
+        after = dt.timedelta(minutes=1)
+        s = _shutdowns(kube, drain, presence=Presence(leading=False), take_over_after=after)
+        await _begin(s)
+        await _settle(s)
+        return kube, drain
+
+    kube, drain = asyncio.run(go())
+    assert drain.rounds == 4 and kube.take_overs == [True]
+    assert kube.messages[0].startswith(
+        "no controller leads (its Lease free or unrenewed) to drain n1"
+    )
+
+
+def test_a_controller_leading_until_the_drain_ends_keeps_it() -> None:
+    """The controller leads throughout and finishes the drain: the agent never takes it."""
+
+    async def go() -> tuple[Cluster, Drain]:
+        kube = Cluster()
+        drain = Drain(kube)
+        s = _shutdowns(kube, drain, presence=Presence(leading=True))
+        request = await _begin(s)
+        kube.begin_by_controller(request.id)
+        await asyncio.sleep(AFTER.total_seconds() + 2 * shutdown.POLL)
+        kube.stored[request.id].phase = disruption.Phase.DONE
+        await _settle(s)
+        return kube, drain
+
+    kube, drain = asyncio.run(go())
+    assert drain.rounds == 0 and kube.take_overs == [] and kube.events == []
 
 
 def test_a_controller_that_begins_between_read_and_write_keeps_the_drain() -> None:

@@ -2,7 +2,7 @@
 
 ``adapters.logind`` implements ``Logind`` over D-Bus, ``adapters.imds`` ``InstanceMetadata`` over
 HTTP, ``adapters.kube.node_agent`` ``NodeCluster``, ``PolicyInForce`` and ``PodEvents`` on the
-Kubernetes API; tests fake them. Nothing
+Kubernetes API, ``adapters.kube.controller_lease`` ``ControllerPresence``; tests fake them. Nothing
 here does I/O.
 """
 
@@ -159,6 +159,13 @@ class NodeCluster(Protocol):
 
     async def node_event(self, *, node: str, reason: str, message: str, warning: bool) -> None:
         """An Event on the node, reported by the agent."""
+
+
+class ControllerPresence(Protocol):
+    """Whether a graceguard controller leads (its Lease renewed lately), so that a drain one
+    began is taken back by the agent when none does."""
+
+    def leads(self, now: dt.datetime) -> bool: ...
 
 
 class PolicyInForce(Protocol):

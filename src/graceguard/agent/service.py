@@ -56,6 +56,7 @@ class NodeAgent:
         backoff_max: float = BACKOFF_MAX,
         drain: ports.NodeDrain | None = None,
         take_over_after: dt.timedelta = shutdown.TAKE_OVER_AFTER,
+        presence: ports.ControllerPresence | None = None,
         metrics: agent_metrics.AgentMetrics | None = None,
     ) -> None:
         self.node = node
@@ -80,6 +81,7 @@ class NodeAgent:
             requested_by=requested_by or f"graceguard-agent:{node}",
             drain=drain,
             take_over_after=take_over_after,
+            presence=presence,
             metrics=self._metrics,
         )
 

@@ -18,6 +18,13 @@ controller began meanwhile; a controller round planned from that Pending version
 write refused for the same reason, and the executor then carries out none of that round's
 notices or evictions for it; from then on the controller's engine leaves a node its agent drains
 (``disruption.drainer``) until the deadline.
+
+With no controller leading when the shutdown begins, the agent does not wait
+``take_over_after`` for one: it takes the drain over at once. A drain a controller began is
+taken back the same way when that controller stops leading
+(``ports.ControllerPresence``: its Lease went unrenewed past its duration and a failover's time)
+before the drain is done: a controller on the very node that shuts down, or one that crashed with
+no standby, would otherwise leave the pods to be killed when the lock goes.
 """
 
 from __future__ import annotations
@@ -83,12 +90,16 @@ class Shutdowns:
         requested_by: str,
         drain: ports.NodeDrain | None = None,
         take_over_after: dt.timedelta = TAKE_OVER_AFTER,
+        presence: ports.ControllerPresence | None = None,
         metrics: agent_metrics.AgentMetrics | None = None,
     ) -> None:
         """``drain``: the agent's own drain of the node (``None``: it never takes over, the old
         behaviour, for tests that show the loss). ``requested_by`` also names the agent as the
-        Disruption's drainer."""
+        Disruption's drainer. ``presence``: whether a controller leads, so that a drain a
+        controller began is taken back when it stops leading (``None``: a drain a controller
+        began is left to it)."""
         self._drain = drain
+        self._presence = presence
         self._metrics = metrics or agent_metrics.AgentMetrics()
         self._take_over_after = take_over_after
         self.node = node
@@ -168,31 +179,21 @@ class Shutdowns:
         return request
 
     async def _take_over(self, shutdown: Shutdown, drain: ports.NodeDrain) -> None:
-        """Run the drain if no controller began it within ``take_over_after``."""
+        """Run the drain if no controller began it within ``take_over_after`` (at once when no
+        controller leads: ``presence``), or if the controller that began it stopped leading
+        before it was done."""
         request = shutdown.request
-        await asyncio.sleep(max(self._take_over_after.total_seconds(), 0.0))
+        leaderless = self._presence is not None and not self._presence.leads(self._clock())
+        if not leaderless:  # a controller may lead: give it take_over_after to begin
+            await asyncio.sleep(max(self._take_over_after.total_seconds(), 0.0))
         me = self._requested_by
+        taken_back = False
         while True:
-            state = await self._retry(
-                f"read Disruption {request.id}",
-                functools.partial(self._cluster.disruption_state, request.id),
-                until=shutdown.release_at,
-            )
-            if state is None or state.phase.finished:
-                return
-            if state.drained_by and state.drained_by != me:
-                log.info("Disruption %s is drained by %s", request.id, state.drained_by)
+            state = await self._drainer_left(shutdown)
+            if state is None:
                 return
             if state.drained_by == me:
                 break  # taken over before a restart of this agent
-            if state.phase is not disruption.Phase.PENDING:
-                log.info(
-                    "the controller began draining %s (Disruption %s is %s): it carries it out",
-                    self.node,
-                    request.id,
-                    state.phase.value,
-                )
-                return
             taken = await self._retry(
                 f"take Disruption {request.id} over",
                 functools.partial(
@@ -206,12 +207,25 @@ class Shutdowns:
             if taken is None:
                 return
             if taken:
+                taken_back = state.phase is not disruption.Phase.PENDING
                 break
         shutdown.drained_by_agent = True
-        self._metrics.shutdowns.labels(source=request.source, outcome="taken-over").inc()
+        outcome = "taken-back" if taken_back else "taken-over"
+        self._metrics.shutdowns.labels(source=request.source, outcome=outcome).inc()
+        if taken_back:
+            why = (
+                f"the controller that began the drain of {self.node} no longer leads (its Lease "
+                "went unrenewed)"
+            )
+        elif leaderless:
+            why = f"no controller leads (its Lease free or unrenewed) to drain {self.node}"
+        else:
+            why = (
+                f"no controller began the drain of {self.node} within "
+                f"{self._take_over_after.total_seconds():g}s"
+            )
         message = (
-            f"no controller began the drain of {self.node} within "
-            f"{self._take_over_after.total_seconds():g}s: the agent drains it itself "
+            f"{why}: the agent drains it itself "
             f"(Disruption {request.id}, deadline {times.format_time(shutdown.release_at)}: "
             "logind's less the release margin)"
         )
@@ -224,6 +238,43 @@ class Shutdowns:
             attempts=3,
         )
         await self._run_drain(shutdown, drain)
+
+    async def _drainer_left(self, shutdown: Shutdown) -> ports.DisruptionState | None:
+        """The Disruption's state once the agent should drain: still Pending (no controller
+        began), already the agent's, or begun by a controller that no longer leads (checked
+        every ``POLL`` until the lock's deadline). ``None`` when the agent should not: finished,
+        drained by another, cancelled, past the deadline, or begun by a controller with no
+        ``presence`` to tell whether it still leads."""
+        request = shutdown.request
+        told = False
+        while self.current is shutdown and self._clock() < shutdown.release_at:
+            state = await self._retry(
+                f"read Disruption {request.id}",
+                functools.partial(self._cluster.disruption_state, request.id),
+                until=shutdown.release_at,
+            )
+            if state is None or state.phase.finished:
+                return None
+            if state.drained_by and state.drained_by != self._requested_by:
+                log.info("Disruption %s is drained by %s", request.id, state.drained_by)
+                return None
+            if state.drained_by or state.phase is disruption.Phase.PENDING:
+                return state
+            if self._presence is not None and not self._presence.leads(self._clock()):
+                return state
+            if not told:
+                log.info(
+                    "the controller began draining %s (Disruption %s is %s): it carries it out%s",
+                    self.node,
+                    request.id,
+                    state.phase.value,
+                    "" if self._presence is None else " while it leads",
+                )
+                told = True
+            if self._presence is None:
+                return None
+            await asyncio.sleep(POLL)
+        return None
 
     async def _run_drain(self, shutdown: Shutdown, drain: ports.NodeDrain) -> None:
         """Rounds until the node's Disruptions are finished, the shutdown is cancelled or its

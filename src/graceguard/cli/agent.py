@@ -59,10 +59,19 @@ def agent(
         typer.Option(
             help="When the OS shuts down and no controller has begun the node's drain this long "
             "after the agent opened its Disruption, the agent drains the node itself, with the "
-            "same engine (never both: see the README's node agent section). 'off': only a "
-            "controller drains.",
+            "same engine (never both: see the README's node agent section); at once when "
+            "--controller-lease shows no controller leading. 'off': only a controller drains.",
         ),
     ] = "3s",
+    controller_lease: Annotated[
+        str | None,
+        typer.Option(
+            help="The controller's Lease in the agent's namespace ($POD_NAMESPACE; the chart sets "
+            "both). When the controller that began a shutdown's drain stops leading (its Lease "
+            "not renewed for its duration + 5s), the agent takes the drain back and finishes it "
+            "itself. Without it, a drain a controller began is left to the controllers.",
+        ),
+    ] = None,
     identity: Annotated[
         str | None, typer.Option(envvar="POD_NAME", help="This agent's name in events.")
     ] = None,
@@ -79,7 +88,8 @@ def agent(
     (kubectl get gdis) with the deadline logind allows (InhibitDelayMaxUSec) less
     --release-margin; the controller
     evicts regular pods first, critical and DaemonSet pods last, each with its own grace, or,
-    when no controller has begun within --take-over-after, the agent itself does. The
+    when no controller has begun within --take-over-after (or, with --controller-lease, the
+    one that began stops leading), the agent itself does. The
     lock is released when the node is empty, or at that deadline. A
     cancelled shutdown cancels the Disruption and puts the node back in service.
 
@@ -88,6 +98,7 @@ def agent(
     logind it keeps running, says why in the condition and retries.
     """
     try:
+        lease_at = options.controller_lease_at(controller_lease)
         margin, take_over = _checked(
             node=node,
             identity=identity,
@@ -109,6 +120,7 @@ def agent(
             imds_endpoint=imds_endpoint if imds else None,
             margin=margin,
             take_over_after=take_over,
+            controller_lease_at=lease_at,
             identity=identity or supervisor.default_identity(),
             metrics_port=metrics_port,
             health_port=health_port,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ipaddress
 import math
+import os
 import pathlib
 import re
 import socket
@@ -110,6 +111,17 @@ def check_dns_subdomain(option: str, value: str) -> None:
             f"{option}: {shown(value)} is not a Kubernetes name (at most 253 lower-case letters, "
             "digits, '-' and '.', starting and ending with a letter or digit)"
         )
+
+
+def controller_lease_at(controller_lease: str | None) -> tuple[str, str] | None:
+    """The controller's Lease as (namespace, name): ``--controller-lease`` in the process's own
+    namespace ($POD_NAMESPACE), each checked (``files.InputError``); ``None`` without it."""
+    if controller_lease is None:
+        return None
+    check_dns_subdomain("--controller-lease", controller_lease)
+    lease_namespace = os.environ.get("POD_NAMESPACE", "")
+    check_dns_label("$POD_NAMESPACE", lease_namespace)
+    return (lease_namespace, controller_lease)
 
 
 def check_text(option: str, value: str, *, limit: int) -> None:

@@ -163,7 +163,7 @@ def webhook(
         )
         if arm_configuration is not None:
             options.check_dns_subdomain("--arm-configuration", arm_configuration)
-        lease_at = _controller_lease_at(controller_lease)
+        lease_at = options.controller_lease_at(controller_lease)
         tls = _tls(self_signed, tls_cert, tls_key, tls_host)
         options.check_listen("--host", host, {"--port": port})
         options.check_listen("--probe-host", probe_host, {"--metrics-port": metrics_port})
@@ -201,17 +201,6 @@ def _report_period(report_every: str) -> dt.timedelta:
     if every <= dt.timedelta(0):
         raise files.fail("--report-every: must be positive")
     return every
-
-
-def _controller_lease_at(controller_lease: str | None) -> tuple[str, str] | None:
-    """The controller's Lease as (namespace, name): ``--controller-lease`` in the webhook's own
-    namespace ($POD_NAMESPACE), each checked (``files.InputError``); ``None`` without it."""
-    if controller_lease is None:
-        return None
-    options.check_dns_subdomain("--controller-lease", controller_lease)
-    lease_namespace = os.environ.get("POD_NAMESPACE", "")
-    options.check_dns_label("$POD_NAMESPACE", lease_namespace)
-    return (lease_namespace, controller_lease)
 
 
 def _check_options(

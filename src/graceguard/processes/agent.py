@@ -16,7 +16,7 @@ import pathlib
 from graceguard.adapters import imds as imds_adapter
 from graceguard.adapters import logind, probes
 from graceguard.adapters.kube import client as kube_client
-from graceguard.adapters.kube import node_agent, node_view, writer
+from graceguard.adapters.kube import controller_lease, node_agent, node_view, writer
 from graceguard.agent import imds, metrics, service, shutdown
 from graceguard.controller import executor
 from graceguard.processes import supervisor
@@ -35,13 +35,16 @@ async def run(
     margin: dt.timedelta,
     take_over_after: dt.timedelta | None,
     identity: str,
+    controller_lease_at: tuple[str, str] | None = None,
     metrics_port: int,
     health_port: int,
     probe_host: str,
 ) -> None:
     """Run the agent until a task fails (or it is cancelled). ``KubeError`` when the kubeconfig
     cannot be loaded. ``take_over_after``: how long a controller has to begin a shutdown's drain
-    before the agent runs it itself (``None``: never, the agent only opens the Disruption)."""
+    before the agent runs it itself (``None``: never, the agent only opens the Disruption).
+    ``controller_lease_at``: the controller's Lease (namespace, name), so that the agent takes
+    back a drain whose controller stopped leading (``None``: it leaves such a drain)."""
     client = kube_client.connect(kubeconfig)
     counted = metrics.AgentMetrics()
     cluster = node_agent.KubeNodeCluster(client, instance=identity)
@@ -60,6 +63,17 @@ async def run(
         if take_over_after is not None
         else None
     )
+    presence = (
+        controller_lease.LeasePresence(
+            client,
+            namespace=controller_lease_at[0],
+            name=controller_lease_at[1],
+            grace=controller_lease.FAILOVER,
+            absent="no controller leads: the agent drains a shutdown itself",
+        )
+        if controller_lease_at is not None and drain is not None
+        else None
+    )
     agent = service.NodeAgent(
         node=node,
         logind=logind.DbusLogind(address=bus_address),
@@ -69,9 +83,12 @@ async def run(
         requested_by=drainer,
         drain=drain,
         take_over_after=take_over_after or shutdown.TAKE_OVER_AFTER,
+        presence=presence,
         metrics=counted,
     )
     tasks: dict[str, supervisor.Task] = {"logind": agent.run, "needs": agent.watch_needs}
+    if presence is not None:
+        tasks["controller-lease"] = presence.run
     if imds_endpoint is not None:
         watcher = imds.MetadataWatcher(
             metadata=imds_adapter.Imds(endpoint=imds_endpoint),

@@ -1,11 +1,15 @@
-"""Whether a graceguard controller leads, for the webhook (``webhook.ports.ControllerPresence``):
-the controller's Lease, read every ``EVERY`` seconds.
+"""Whether a graceguard controller leads, for the webhook (``webhook.ports.ControllerPresence``)
+and the node agent (``agent.ports.ControllerPresence``): the controller's Lease, read every
+``EVERY`` seconds.
 
-A controller leads while the Lease has a holder and was renewed within its duration plus
-``GRACE`` (a failover, about 12 s, is not an absence: the webhook goes on taking evictions over
-for the next leader). Until the Lease is first read, and while it cannot be read (no permission,
-the API server away), the controller is taken to lead, as before this check: only a Lease read
-and found stale, or missing, makes the webhook decide without takeover.
+A controller leads while the Lease has a holder and was renewed within its duration plus a grace.
+For the webhook, ``GRACE``: a failover (about 12 s) is not an absence, and the webhook goes on
+taking evictions over for the next leader. For the agent, ``FAILOVER``: a standby takes a Lease
+within its retry period (2 s) of the Lease's expiry; past that, nobody carries on the shutdown's
+drain the controller began, and the agent takes it back while logind's delay lasts. Until the
+Lease is first read, and while it cannot be read (no permission, the API server away), the
+controller is taken to lead, as before this check: only a Lease read and found stale, or
+missing, makes the webhook decide without takeover, or the agent take a drain back.
 """
 
 from __future__ import annotations
@@ -23,13 +27,25 @@ log = logging.getLogger(__name__)
 
 EVERY = 2.0
 GRACE = dt.timedelta(seconds=30)
+FAILOVER = dt.timedelta(seconds=5)
 
 
 class LeasePresence:
-    def __init__(self, client: lightkube.AsyncClient, *, namespace: str, name: str) -> None:
+    def __init__(
+        self,
+        client: lightkube.AsyncClient,
+        *,
+        namespace: str,
+        name: str,
+        grace: dt.timedelta = GRACE,
+        absent: str = "no controller leads: no takeover",
+    ) -> None:
+        """``absent``: what the log says when no controller leads."""
         self._client = client
         self.namespace = namespace
         self.name = name
+        self._grace = grace
+        self._absent = absent
         self._until: dt.datetime | None = None
         """Until when the last read Lease counts as led (``datetime.min``: none leads)."""
         self._read = False
@@ -50,7 +66,7 @@ class LeasePresence:
                     "controller Lease %s/%s: %s",
                     self.namespace,
                     self.name,
-                    "a controller leads" if leads else "no controller leads: no takeover",
+                    "a controller leads" if leads else self._absent,
                 )
                 was = leads
             await asyncio.sleep(EVERY)
@@ -73,4 +89,4 @@ class LeasePresence:
         if spec is None or not spec.holderIdentity or renewed is None:
             self._until = dt.datetime.min.replace(tzinfo=dt.UTC)
             return
-        self._until = renewed + dt.timedelta(seconds=spec.leaseDurationSeconds or 0) + GRACE
+        self._until = renewed + dt.timedelta(seconds=spec.leaseDurationSeconds or 0) + self._grace
