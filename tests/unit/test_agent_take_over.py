@@ -117,7 +117,10 @@ class Presence:
 
     leading: bool = True
 
-    def leads(self, now: dt.datetime) -> bool:
+    reads: int = 0
+
+    async def leads_now(self) -> bool:
+        self.reads += 1
         return self.leading
 
 
@@ -252,12 +255,17 @@ def test_with_no_controller_leading_the_agent_takes_over_at_once() -> None:
 
 
 def test_a_controller_leading_until_the_drain_ends_keeps_it() -> None:
-    """The controller leads throughout and finishes the drain: the agent never takes it."""
+    """The controller leads throughout and finishes the drain: the agent never takes it. The
+    Lease is read only once a shutdown is under way (every agent reading it always would load
+    the API server of a large cluster)."""
+    presence = Presence(leading=True)
 
     async def go() -> tuple[Cluster, Drain]:
         kube = Cluster()
         drain = Drain(kube)
-        s = _shutdowns(kube, drain, presence=Presence(leading=True))
+        s = _shutdowns(kube, drain, presence=presence)
+        await asyncio.sleep(AFTER.total_seconds())
+        assert presence.reads == 0
         request = await _begin(s)
         kube.begin_by_controller(request.id)
         await asyncio.sleep(AFTER.total_seconds() + 2 * shutdown.POLL)
@@ -267,6 +275,7 @@ def test_a_controller_leading_until_the_drain_ends_keeps_it() -> None:
 
     kube, drain = asyncio.run(go())
     assert drain.rounds == 0 and kube.take_overs == [] and kube.events == []
+    assert presence.reads >= 2  # at the take-over's time, and while the controller drained
 
 
 def test_a_controller_that_begins_between_read_and_write_keeps_the_drain() -> None:

@@ -165,7 +165,8 @@ class ControllerPresence(Protocol):
     """Whether a graceguard controller leads (its Lease renewed lately), so that a drain one
     began is taken back by the agent when none does."""
 
-    def leads(self, now: dt.datetime) -> bool: ...
+    async def leads_now(self) -> bool:
+        """Read now (a Lease that cannot be read counts as led)."""
 
 
 class PolicyInForce(Protocol):

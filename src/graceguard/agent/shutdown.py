@@ -63,6 +63,9 @@ planned before the cancel may still cordon it once, and the controller never unc
 Disruption needs no such watch: the controller writes its status only over the version it read,
 so a stale round's write of Draining over Cancelled is refused by the API server.)"""
 API_RETRY = 1.0
+LEAD_CHECK_EVERY = 2.0
+"""Seconds between two reads of the Disruption and the controller's Lease while a controller
+drains the node (a Lease read costs the API server a GET: only while a shutdown is under way)."""
 
 
 @dataclasses.dataclass
@@ -183,7 +186,7 @@ class Shutdowns:
         controller leads: ``presence``), or if the controller that began it stopped leading
         before it was done."""
         request = shutdown.request
-        leaderless = self._presence is not None and not self._presence.leads(self._clock())
+        leaderless = self._presence is not None and not await self._presence.leads_now()
         if not leaderless:  # a controller may lead: give it take_over_after to begin
             await asyncio.sleep(max(self._take_over_after.total_seconds(), 0.0))
         me = self._requested_by
@@ -242,9 +245,9 @@ class Shutdowns:
     async def _drainer_left(self, shutdown: Shutdown) -> ports.DisruptionState | None:
         """The Disruption's state once the agent should drain: still Pending (no controller
         began), already the agent's, or begun by a controller that no longer leads (checked
-        every ``POLL`` until the lock's deadline). ``None`` when the agent should not: finished,
-        drained by another, cancelled, past the deadline, or begun by a controller with no
-        ``presence`` to tell whether it still leads."""
+        every ``LEAD_CHECK_EVERY`` until the lock's deadline). ``None`` when the agent should
+        not: finished, drained by another, cancelled, past the deadline, or begun by a
+        controller with no ``presence`` to tell whether it still leads."""
         request = shutdown.request
         told = False
         while self.current is shutdown and self._clock() < shutdown.release_at:
@@ -260,7 +263,7 @@ class Shutdowns:
                 return None
             if state.drained_by or state.phase is disruption.Phase.PENDING:
                 return state
-            if self._presence is not None and not self._presence.leads(self._clock()):
+            if self._presence is not None and not await self._presence.leads_now():
                 return state
             if not told:
                 log.info(
@@ -273,7 +276,7 @@ class Shutdowns:
                 told = True
             if self._presence is None:
                 return None
-            await asyncio.sleep(POLL)
+            await asyncio.sleep(LEAD_CHECK_EVERY)
         return None
 
     async def _run_drain(self, shutdown: Shutdown, drain: ports.NodeDrain) -> None:

@@ -87,8 +87,6 @@ async def run(
         metrics=counted,
     )
     tasks: dict[str, supervisor.Task] = {"logind": agent.run, "needs": agent.watch_needs}
-    if presence is not None:
-        tasks["controller-lease"] = presence.run
     if imds_endpoint is not None:
         watcher = imds.MetadataWatcher(
             metadata=imds_adapter.Imds(endpoint=imds_endpoint),

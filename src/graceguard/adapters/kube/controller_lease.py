@@ -1,6 +1,7 @@
 """Whether a graceguard controller leads, for the webhook (``webhook.ports.ControllerPresence``)
 and the node agent (``agent.ports.ControllerPresence``): the controller's Lease, read every
-``EVERY`` seconds.
+``EVERY`` seconds by the webhook, and by the agent only while a shutdown needs it
+(``leads_now``).
 
 A controller leads while the Lease has a holder and was renewed within its duration plus a grace.
 For the webhook, ``GRACE``: a failover (about 12 s) is not an absence, and the webhook goes on
@@ -26,6 +27,7 @@ from lightkube.resources.coordination_v1 import Lease
 log = logging.getLogger(__name__)
 
 EVERY = 2.0
+READ_TIMEOUT = 2.0
 GRACE = dt.timedelta(seconds=30)
 FAILOVER = dt.timedelta(seconds=5)
 
@@ -49,6 +51,7 @@ class LeasePresence:
         self._until: dt.datetime | None = None
         """Until when the last read Lease counts as led (``datetime.min``: none leads)."""
         self._read = False
+        self._was: bool | None = None
 
     def leads(self, now: dt.datetime) -> bool:
         if not self._read or self._until is None:
@@ -56,31 +59,39 @@ class LeasePresence:
         return now <= self._until
 
     async def run(self) -> None:
-        was: bool | None = None
+        """Read the Lease every ``EVERY`` seconds (the webhook: ``leads`` is asked on every
+        review)."""
         while True:
-            await self._refresh()
-            now = dt.datetime.now(dt.UTC)
-            leads = self.leads(now)
-            if self._read and leads != was:
-                log.info(
-                    "controller Lease %s/%s: %s",
-                    self.namespace,
-                    self.name,
-                    "a controller leads" if leads else self._absent,
-                )
-                was = leads
+            await self.leads_now()
             await asyncio.sleep(EVERY)
+
+    async def leads_now(self) -> bool:
+        """Read the Lease now (``READ_TIMEOUT`` at most), then ``leads``; logged when it changed.
+        The agent reads it only this way, while a shutdown needs to know: one read per node
+        every two seconds of every node, always, would be a load of its own on a large cluster."""
+        await self._refresh()
+        leads = self.leads(dt.datetime.now(dt.UTC))
+        if self._read and leads != self._was:
+            log.info(
+                "controller Lease %s/%s: %s",
+                self.namespace,
+                self.name,
+                "a controller leads" if leads else self._absent,
+            )
+            self._was = leads
+        return leads
 
     async def _refresh(self) -> None:
         try:
-            lease = await self._client.get(Lease, self.name, namespace=self.namespace)
+            async with asyncio.timeout(READ_TIMEOUT):
+                lease = await self._client.get(Lease, self.name, namespace=self.namespace)
         except ApiError as err:
             if err.status.code == 404:
                 self._read, self._until = True, dt.datetime.min.replace(tzinfo=dt.UTC)
                 return
             log.warning("cannot read controller Lease %s/%s: %s", self.namespace, self.name, err)
             return
-        except (httpx2.HTTPError, OSError) as err:
+        except (httpx2.HTTPError, OSError) as err:  # OSError: the timeout too
             log.warning("cannot read controller Lease %s/%s: %s", self.namespace, self.name, err)
             return
         spec = lease.spec
