@@ -67,8 +67,8 @@ class LeasePresence:
 
     async def leads_now(self) -> bool:
         """Read the Lease now (``READ_TIMEOUT`` at most), then ``leads``; logged when it changed.
-        The agent reads it only this way, while a shutdown needs to know: one read per node
-        every two seconds of every node, always, would be a load of its own on a large cluster."""
+        The agent reads it only this way, while a shutdown needs to know: every node's agent
+        reading it every two seconds, always, would load a large cluster's API server."""
         await self._refresh()
         leads = self.leads(dt.datetime.now(dt.UTC))
         if self._read and leads != self._was:
