@@ -25,7 +25,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-import typing
 from collections.abc import Callable
 from typing import Any
 
@@ -127,15 +126,22 @@ class LiveAdmissionState:
         return pod
 
     async def fetch_pod(self, namespace: str, name: str) -> cluster.Pod | None:
+        found = await self._fetch(Pod, name, namespace=namespace)
+        return None if found is None else self._resolved(view.compact_pod(found))
+
+    async def _fetch(
+        self, resource: Any, name: str, *, namespace: str | None = None
+    ) -> dict[str, Any] | None:
+        """One object read from the API (``FETCH_TIMEOUT`` at most), as a plain document;
+        ``None`` when it does not exist."""
         try:
             async with asyncio.timeout(FETCH_TIMEOUT):
-                found = await self._client.get(Pod, name, namespace=namespace)
+                found = await self._client.get(resource, name, namespace=namespace)
         except ApiError as err:
             if err.status.code == 404:
                 return None
             raise
-        raw = typing.cast(dict[str, Any], found.to_dict())
-        return self._resolved(view.compact_pod(raw))
+        return resources.document(found)
 
     def facts(self) -> admission_facts.Facts:
         return self._facts or admission_facts.EMPTY_FACTS
@@ -147,14 +153,8 @@ class LiveAdmissionState:
         return self._nodes.store.get(name)
 
     async def fetch_node(self, name: str) -> cluster.Node | None:
-        try:
-            async with asyncio.timeout(FETCH_TIMEOUT):
-                found = await self._client.get(resources.Node, name)
-        except ApiError as err:
-            if err.status.code == 404:
-                return None
-            raise
-        return view.compact_node(resources.document(found))
+        found = await self._fetch(resources.Node, name)
+        return None if found is None else view.compact_node(found)
 
     def open_disruptions(self, node: str) -> list[disruption.DisruptionRequest]:
         """The disruptions open on ``node``, from an index by node rebuilt only after the
