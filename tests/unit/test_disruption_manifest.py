@@ -18,7 +18,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from graceguard.domain import disruption, times
+from graceguard.domain import cluster, disruption, times
 from graceguard.manifests import disruptions
 from graceguard.manifests.errors import ManifestError
 
@@ -703,3 +703,33 @@ def test_long_label_values_keep_their_start_and_differ() -> None:
     a = disruptions.label_value("n" * 70 + "a")
     b = disruptions.label_value("n" * 70 + "b")
     assert a != b and a.startswith("n" * 40)
+
+
+def test_node_wide_scopes_leave_what_each_leaves() -> None:
+    """A node request leaves DaemonSet pods; a whole-node one only graceguard's node agent;
+    a pod scope is refused (it names its one pod: ``covers``)."""
+    plain = cluster.Pod(namespace="batch", name="a", node="n1")
+    daemon = cluster.Pod(namespace="kube-system", name="d", node="n1", daemon=True)
+    agent = cluster.Pod(
+        namespace="graceguard",
+        name="agent",
+        node="n1",
+        daemon=True,
+        labels=dict(disruption.NODE_AGENT_LABELS),
+    )
+    node, whole = disruption.Scope.NODE, disruption.Scope.WHOLE_NODE
+    got = {
+        (scope, pod.name): disruption.node_wide_covers(scope, pod)
+        for scope in (node, whole)
+        for pod in (plain, daemon, agent)
+    }
+    assert got == {
+        (node, "a"): True,
+        (node, "d"): False,
+        (node, "agent"): False,
+        (whole, "a"): True,
+        (whole, "d"): True,
+        (whole, "agent"): False,
+    }
+    with pytest.raises(ValueError, match="covers"):
+        disruption.node_wide_covers(disruption.Scope.POD, plain)

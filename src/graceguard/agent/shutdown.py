@@ -76,7 +76,6 @@ class Shutdown:
     released: bool = False
     task: asyncio.Task[None] | None = None
     drain_task: asyncio.Task[None] | None = None
-    drained_by_agent: bool = False
 
 
 class Shutdowns:
@@ -212,7 +211,6 @@ class Shutdowns:
             if taken:
                 taken_back = state.phase is not disruption.Phase.PENDING
                 break
-        shutdown.drained_by_agent = True
         outcome = "taken-back" if taken_back else "taken-over"
         self._metrics.shutdowns.labels(source=request.source, outcome=outcome).inc()
         if taken_back:

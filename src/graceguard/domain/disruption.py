@@ -201,15 +201,24 @@ class DisruptionRequest:
         shutdown until the others are gone, and stops with the node."""
         if self.scope is Scope.POD:
             return pod.key == self.pod
-        if self.scope is Scope.WHOLE_NODE:
-            return not is_node_agent(pod)
-        return not pod.daemon
+        return node_wide_covers(self.scope, pod)
 
     @property
     def effective_deadline(self) -> dt.datetime | None:
         """The instant the node goes regardless: the deadline, or the hold's cap."""
         candidates = [d for d in (self.deadline, self.hold.cap if self.hold else None) if d]
         return min(candidates) if candidates else None
+
+
+def node_wide_covers(scope: Scope, pod: cluster.Pod) -> bool:
+    """Whether a request of a node-wide ``scope`` on ``pod``'s node removes it: a node request
+    leaves DaemonSet pods, as ``kubectl drain`` does; a whole-node one leaves only graceguard's
+    node agent (``DisruptionRequest.covers``)."""
+    if scope is Scope.POD:
+        raise ValueError("a pod-scoped request covers the one pod it names: ask covers")
+    if scope is Scope.WHOLE_NODE:
+        return not is_node_agent(pod)
+    return not pod.daemon
 
 
 CONTROLLER = ""

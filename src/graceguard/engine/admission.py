@@ -384,18 +384,11 @@ def _takeover(
 def takeover_scope(*, pod: cluster.Pod, node: cluster.Node | None) -> disruption.Scope:
     """The scope of the Disruption that takes ``pod``'s eviction over: its node's when the node
     is being removed (the eviction is one of a drain's), its own otherwise. A node disruption
-    leaves DaemonSet pods, as ``kubectl drain`` does (``DisruptionRequest.covers``): joining one
+    leaves DaemonSet pods, as ``kubectl drain`` does (``disruption.node_wide_covers``): joining one
     would leave the eviction of such a pod refused for good, so its own disruption evicts it."""
     whole = node is not None and node.being_removed
-    node_scoped = disruption.DisruptionRequest(
-        id="takeover",
-        node=pod.node or "",
-        source="",
-        disruption_class=disruption.DisruptionClass.VOLUNTARY,
-        requested_at=dt.datetime.min.replace(tzinfo=dt.UTC),
-        scope=disruption.Scope.NODE,
-    )
-    return disruption.Scope.NODE if whole and node_scoped.covers(pod) else disruption.Scope.POD
+    node_wide = whole and disruption.node_wide_covers(disruption.Scope.NODE, pod)
+    return disruption.Scope.NODE if node_wide else disruption.Scope.POD
 
 
 def _by_rule(prot: protection.Protection) -> str:
