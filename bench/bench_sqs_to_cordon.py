@@ -170,6 +170,7 @@ def start_controller(
                 queue,
                 "--aws-endpoint",
                 moto.endpoint,
+                *kwokbench.controller_args(),
             ],
             env=env,
             stdout=out,

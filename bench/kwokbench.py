@@ -1,7 +1,12 @@
 """Shared parts of the benchmarks that run against a real control plane (hack/controlplane.py):
 kwok nodes and bare pods created in bulk, and ``graceguard controller`` as a real process whose
 resident memory and metrics can be read. Progress goes to stderr; the benchmarks print one JSON
-line on stdout."""
+line on stdout.
+
+``GRACEGUARD_BENCH_CONTROLLER_ARGS``: more arguments for every controller a bench starts (split as
+a shell would), to compare a flag's values on one machine in one sitting, for example
+``GRACEGUARD_BENCH_CONTROLLER_ARGS="--write-concurrency 64"``; the benches print no figure that
+says it was set, so keep what was given beside what they print."""
 
 from __future__ import annotations
 
@@ -13,6 +18,7 @@ import gc
 import json
 import os
 import pathlib
+import shlex
 import signal
 import ssl
 import statistics
@@ -329,6 +335,14 @@ class Controller:
             self.process.wait(timeout=10)
 
 
+CONTROLLER_ARGS = "GRACEGUARD_BENCH_CONTROLLER_ARGS"
+
+
+def controller_args() -> list[str]:
+    """The arguments ``CONTROLLER_ARGS`` adds to every controller a bench starts."""
+    return shlex.split(os.environ.get(CONTROLLER_ARGS, ""))
+
+
 def start_controller(
     cp: controlplane.ControlPlane,
     *,
@@ -360,6 +374,7 @@ def start_controller(
                 str(metrics),
                 "--probe-host",
                 "127.0.0.1",
+                *controller_args(),
             ],
             env=env,
             stdout=out,

@@ -112,9 +112,11 @@ def controller(
         typer.Option(
             help="Writes to the Kubernetes API in flight at once when a round is carried out "
             "(nodes' cordons and holds, then pods' notices, Events and evictions; each node's "
-            "and each pod's own writes stay in order). The default is the concurrency at which "
-            "the API server answered a mass drain's writes fastest in graceguard's benches "
-            "(bench/ceiling.py); lower it to spare a small API server.",
+            "and each pod's own writes stay in order). The default is the fewest at which the "
+            "API server answered a mass drain's writes as fast as at any higher concurrency in "
+            "graceguard's benches (bench/ceiling.py): more in flight do not answer sooner, and "
+            "they make each pod's first eviction wait behind more writes. Lower it to spare a "
+            "small API server.",
         ),
     ] = executor.CONCURRENCY,
     verbose: process_command.Verbose = False,
