@@ -5,8 +5,8 @@ line on stdout.
 
 ``GRACEGUARD_BENCH_CONTROLLER_ARGS``: more arguments for every controller a bench starts (split as
 a shell would), to compare a flag's values on one machine in one sitting, for example
-``GRACEGUARD_BENCH_CONTROLLER_ARGS="--write-concurrency 64"``; the benches print no figure that
-says it was set, so keep what was given beside what they print."""
+``GRACEGUARD_BENCH_CONTROLLER_ARGS="--write-concurrency 64"``; ``emit`` prints them beside the
+figures (``controller_args``) when any were given."""
 
 from __future__ import annotations
 
@@ -59,7 +59,9 @@ def log(message: str) -> None:
 
 
 def emit(figures: Mapping[str, object]) -> None:
-    json.dump(dict(figures), sys.stdout)
+    """``figures`` as one JSON line, with the ``CONTROLLER_ARGS`` they were made with if any."""
+    given = controller_args()
+    json.dump({**figures, "controller_args": given} if given else dict(figures), sys.stdout)
     sys.stdout.write("\n")
     sys.stdout.flush()
 
