@@ -41,8 +41,8 @@ runs do). No more than that: the API server shares itself among the requests in 
 write of a pod's chain (its notice, its Events, its eviction) waits about as long as it takes to
 answer all of them, and a pod's first eviction comes after some four writes of every pod in
 flight. At 64, an OS shutdown of 100 pods with no notice due saw its first eviction 1.0-1.4 s
-after ``PrepareForShutdown``; at 32, 0.5-0.8 s, its lock released as soon (issue 22). Within the
-client's pool of 100 connections, beside the informers' watches."""
+after ``PrepareForShutdown``; at 32, 0.5-0.8 s, its lock released about as soon (issue 22).
+Within the client's pool of 100 connections, beside the informers' watches."""
 MAX_CONCURRENCY = 256
 """The most ``--write-concurrency`` takes."""
 REFUSAL_BACKOFF = dt.timedelta(seconds=10)
