@@ -64,6 +64,15 @@ def condition(pod: Pod, kind: str) -> str | None:
     return None
 
 
+def is_gone_or_going(kube: Client, name: str, namespace: str) -> bool:
+    """The pod deleted, or being deleted: a pod with a short grace on a kwok node may be gone
+    before a test reads it back."""
+    found = get_or_none(kube, Pod, name, namespace)
+    return found is None or (
+        found.metadata is not None and found.metadata.deletionTimestamp is not None
+    )
+
+
 def is_running_ready(pod: Pod) -> bool:
     return (
         pod.status is not None

@@ -30,7 +30,15 @@ from graceguard.domain import times
 from . import graceguard_proc as gg
 from . import webhook_install as wi
 from .conftest import NodeFactory
-from .kube import get_or_none, is_running_ready, pod, pod_spec, run_pod, wait_until
+from .kube import (
+    get_or_none,
+    is_gone_or_going,
+    is_running_ready,
+    pod,
+    pod_spec,
+    run_pod,
+    wait_until,
+)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("no_takeover")]
 
@@ -257,8 +265,7 @@ def test_only_the_controllers_service_account_gets_past_a_protected_pod(
         # The controller's own ServiceAccount: admitted, and the pod goes.
         own = wi.eviction_as(control_plane, namespace, "job", user=hook.controller_user)
         assert own.returncode == 0, own.stderr
-        gone = kube.get(Pod, "job", namespace=namespace)
-        assert gone.metadata is not None and gone.metadata.deletionTimestamp is not None
+        assert is_gone_or_going(kube, "job", namespace)
         # Nothing reported for the admitted eviction; the refusals were.
         sources = {d.source for d in hook.denials(pod="job")}
         assert sources == {"eviction-api", name}

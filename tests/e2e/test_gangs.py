@@ -31,7 +31,7 @@ from graceguard.domain import annotations as ann
 
 from . import graceguard_proc as gg
 from .conftest import NOTICE_LEAD, NodeFactory
-from .kube import get_or_none, pod_spec, wait_until
+from .kube import is_gone_or_going, pod_spec, wait_until
 from .test_takeover import TAKEN_OVER, finished, guarded, kubectl_drain
 
 pytestmark = pytest.mark.e2e
@@ -98,16 +98,10 @@ def terminating_at(kube: Client, namespace: str, names: list[str]) -> dict[str, 
         for name in names:
             if name in seen:
                 continue
-            p = get_or_none(kube, Pod, name, namespace)
-            if p is None or (p.metadata is not None and p.metadata.deletionTimestamp):
+            if is_gone_or_going(kube, name, namespace):
                 seen[name] = time.time()
         time.sleep(0.2)
     return seen
-
-
-def is_terminating(kube: Client, namespace: str, name: str) -> bool:
-    p = get_or_none(kube, Pod, name, namespace)
-    return p is None or (p.metadata is not None and p.metadata.deletionTimestamp is not None)
 
 
 def projected(kube: Client, namespace: str, name: str) -> bool:
@@ -148,7 +142,7 @@ def test_an_indexed_job_of_4_on_2_nodes_is_held_and_goes_together_and_without_a_
         held_from = time.monotonic()
         while time.monotonic() - held_from < 3 * NOTICE_LEAD + 4:
             for name in (*on_drained, *on_other):
-                assert not is_terminating(kube, namespace, name), (name, gg.output_of(controller))
+                assert not is_gone_or_going(kube, name, namespace), (name, gg.output_of(controller))
             assert drain.poll() is None, drain.communicate()[0]
             time.sleep(0.5)
         for name in on_drained:
@@ -197,6 +191,6 @@ def test_an_indexed_job_of_4_on_2_nodes_is_held_and_goes_together_and_without_a_
         lost = terminating_at(kube, namespace, loose[drained_b])
         assert set(lost) == set(loose[drained_b]), lost
         assert max(lost.values()) - started < 3 * NOTICE_LEAD + 20, lost
-        assert not is_terminating(kube, namespace, loose[other_b][0])  # its peers are gone
+        assert not is_gone_or_going(kube, loose[other_b][0], namespace)  # its peers are gone
         code_b, out_b = finished(drain_b, timeout=90)
         assert code_b == 0, out_b

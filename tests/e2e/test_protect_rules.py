@@ -32,7 +32,7 @@ from graceguard.domain import annotations as ann
 from . import graceguard_proc as gg
 from . import webhook_install as wi
 from .conftest import NOTICE_LEAD, NodeFactory
-from .kube import get_or_none, pod, pod_spec, run_pod, wait_until
+from .kube import get_or_none, is_gone_or_going, pod, pod_spec, run_pod, wait_until
 from .test_takeover import TAKEN_OVER, finished, guarded, kubectl_drain
 
 pytestmark = pytest.mark.e2e
@@ -92,11 +92,6 @@ def _naming(text: str) -> str | None:
 def _unprotected(text: str) -> bool:
     """Taken over (for its notice) but not for a protection."""
     return TAKEN_OVER in text and "its protection" not in text
-
-
-def terminating(kube: Client, namespace: str, name: str) -> bool:
-    p = get_or_none(kube, Pod, name, namespace)
-    return p is None or (p.metadata is not None and p.metadata.deletionTimestamp is not None)
 
 
 def complete(control_plane: controlplane.ControlPlane, namespace: str, name: str) -> None:
@@ -176,7 +171,7 @@ def test_a_job_rule_holds_kubectl_drain_until_the_job_pod_completes_and_without_
             drain = kubectl_drain(control_plane, node_a, timeout=120)
             held_since = time.monotonic()
             while time.monotonic() - held_since < 3 * NOTICE_LEAD + 4:
-                assert not terminating(kube, namespace, protected), gg.output_of(controller)
+                assert not is_gone_or_going(kube, protected, namespace), gg.output_of(controller)
                 assert drain.poll() is None, drain.communicate()[0]
                 time.sleep(0.5)
             events = gg.events(kube, namespace, protected)
@@ -209,7 +204,7 @@ def test_a_job_rule_holds_kubectl_drain_until_the_job_pod_completes_and_without_
             drain_b = kubectl_drain(control_plane, node_b, timeout=120)
             started = time.monotonic()
             wait_until(
-                lambda: terminating(kube, namespace, unprotected),
+                lambda: is_gone_or_going(kube, unprotected, namespace),
                 timeout=3 * NOTICE_LEAD + 20,
                 what="the unprotected Job pod evicted",
             )
@@ -320,7 +315,7 @@ def test_with_takeover_off_the_webhook_refuses_by_a_namespace_selector_rule(
             refused = wi.eviction_as(control_plane, namespace, "lone")
             assert refused.returncode != 0, refused.stdout
             assert "by policy rule by-namespace" in refused.stderr, refused.stderr
-            assert not terminating(kube, namespace, "lone")
+            assert not is_gone_or_going(kube, "lone", namespace)
             done = control_plane.kubectl("label", "namespace", namespace, "graceguard-e2e/protect-")
             assert done.returncode == 0, done.stderr
             wait_until(
@@ -332,6 +327,8 @@ def test_with_takeover_off_the_webhook_refuses_by_a_namespace_selector_rule(
             )
             evicted = wi.eviction_as(control_plane, namespace, "lone")
             assert evicted.returncode == 0, evicted.stderr
-            wait_until(lambda: terminating(kube, namespace, "lone"), timeout=30, what="evicted")
+            wait_until(
+                lambda: is_gone_or_going(kube, "lone", namespace), timeout=30, what="evicted"
+            )
     finally:
         set_protect(control_plane, [])

@@ -29,7 +29,7 @@ import localports
 from . import graceguard_proc as gg
 from . import webhook_install as wi
 from .conftest import NodeFactory
-from .kube import evict, get_or_none, pod, run_pod, wait_until
+from .kube import evict, get_or_none, is_gone_or_going, pod, run_pod, wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("no_takeover")]
 
@@ -85,11 +85,9 @@ def test_a_webhook_that_never_answers_blocks_no_eviction(
         wait_until(lambda: refused() is None, timeout=30, what="Ignore taking effect")
         evict(kube, "first", namespace)  # admitted: no ApiError
 
-        def leaving() -> bool:
-            found = get_or_none(kube, Pod, "first", namespace)
-            return found is None or bool(found.metadata and found.metadata.deletionTimestamp)
-
-        wait_until(leaving, timeout=30, what="first evicted")
+        wait_until(
+            lambda: is_gone_or_going(kube, "first", namespace), timeout=30, what="first evicted"
+        )
     finally:
         kube.delete(ValidatingWebhookConfiguration, name)
 
