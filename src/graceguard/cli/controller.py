@@ -110,8 +110,9 @@ def controller(
     write_concurrency: Annotated[
         int,
         typer.Option(
-            help="Writes to the Kubernetes API in flight at once when a round is carried out "
-            "(nodes' cordons and holds, then pods' notices, Events and evictions; each node's "
+            help="Writes to the Kubernetes API in flight at once while rounds are carried out "
+            "(nodes' cordons and holds, then pods' notices, Events and evictions; a round beside "
+            "another, for a disruption opened meanwhile, shares them; each node's "
             "and each pod's own writes stay in order). The default is the fewest at which the "
             "API server answered a mass drain's writes as fast as at any higher concurrency in "
             "graceguard's benches (bench/ceiling.py): more in flight do not answer sooner, and "

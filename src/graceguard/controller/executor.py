@@ -42,7 +42,8 @@ write of a pod's chain (its notice, its Events, its eviction) waits about as lon
 answer all of them, and a pod's first eviction comes after some four writes of every pod in
 flight. At 64, an OS shutdown of 100 pods with no notice due saw its first eviction 1.0-1.4 s
 after ``PrepareForShutdown``; at 32, 0.5-0.8 s, its lock released about as soon (issue 22).
-Within the client's pool of 100 connections, beside the informers' watches."""
+Within the client's pool of 100 connections, beside the informers' watches. The slots are the
+executor's, shared by every round in flight (a round beside another, ``loop``)."""
 MAX_CONCURRENCY = 256
 """The most ``--write-concurrency`` takes."""
 REFUSAL_BACKOFF = dt.timedelta(seconds=10)
@@ -205,7 +206,8 @@ class Executor:
         if concurrency < 1:
             raise ValueError(f"concurrency: at least 1, got {concurrency}")
         self._cluster = cluster
-        self._concurrency = concurrency
+        self._gate = write_gate.WriteGate(concurrency)
+        """Shared by the rounds in flight at once (``loop``: a round beside another)."""
         self._notifier = notifier
         self._recorder = recorder
         self._holds = holds
@@ -270,7 +272,7 @@ class Executor:
         outcomes: list[Outcome | None] = [None] * len(ordered)
         per_pod, per_node, heartbeats = _grouped(ordered)
         after_node, after_all = _pods_by_group(ordered, per_node, per_pod)
-        gate = write_gate.WriteGate(self._concurrency)
+        gate = self._gate
         stale: set[str | None] = set()
         nodes_done = {key: asyncio.Event() for key in per_node}
 

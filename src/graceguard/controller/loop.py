@@ -11,6 +11,12 @@ interruption, a drain asked: its node is planned at once, issue 22), or the engi
 come. Planning at once is safe after a round that wrote: ``settle`` waited until the informers
 had seen each of its writes, not only a newer version of each object (``adapters.kube.written``).
 
+While a round's writes are in flight, a disruption that opens on a node the round does not
+touch gets its first writes from a round beside it (``rounds.beside``), not after it: a storm of
+messages or takeovers opens its disruptions over a second or more, and a round begun on the first
+few would otherwise hold back the rest until all of its writes were out and seen (issue 22). The
+next full round waits for the rounds beside too, and plans from what all of them wrote.
+
 A replica that gains the lead first runs ``on_lead`` (the executor and the notifier read what the
 last leader left in the cluster: window evictions, the notify outbox); until it succeeds no round
 runs, and it is tried again every ``TAKE_OVER_RETRY``.
@@ -24,12 +30,13 @@ import datetime as dt
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
 
 from graceguard.controller import executor as ex
 from graceguard.controller import metrics as controller_metrics
 from graceguard.controller import ports, rounds
 from graceguard.domain import disruption, policy
-from graceguard.engine import takeovers
+from graceguard.engine import reconciler, takeovers
 
 log = logging.getLogger(__name__)
 
@@ -121,10 +128,80 @@ class Controller:
         if self._on_policy is not None:
             self._on_policy(pol)
         started = self._timer()
-        done = await self._round.run(now=self._clock(), pol=pol)
+        shown = self._round.show(now=self._clock(), pol=pol)
+        result = self._round.plan(shown)
+        carrying = asyncio.ensure_future(self._round.start(shown, result))
+        await self._beside(carrying, shown, result, pol)
+        done = carrying.result()
         self.metrics.round_seconds.observe(self._timer() - started)
         self._planned_for = done.shown.requests
         return done.next_wakeup
+
+    async def _beside(
+        self,
+        carrying: asyncio.Future[rounds.Done],
+        shown: rounds.Shown,
+        result: reconciler.Reconciliation,
+        pol: policy.Policy,
+    ) -> None:
+        """Until ``carrying`` (the round planned from ``shown``) is done: on each change, the
+        disruptions opened since, on nodes no round in flight touches, carried out in a round
+        beside it; then wait for those rounds too. None beside a round that spends a budget
+        (``rounds.SPENDS``). A change seen here is left marked for the loop, so the next full
+        round comes without waiting for another."""
+        spends = any(isinstance(a, rounds.SPENDS) for a in result.actions)
+        busy = set(rounds.touched_nodes(shown, result))
+        planned = {r.id for r in shown.requests}
+        beside: set[asyncio.Future[rounds.Done]] = set()
+        woke = False
+        try:
+            while not carrying.done():
+                if spends:
+                    await asyncio.wait({carrying})
+                    continue
+                change = asyncio.ensure_future(self._view.changed.wait())
+                waiting: set[asyncio.Future[Any]] = {carrying, change}
+                try:
+                    await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    change.cancel()
+                if carrying.done() or not self._view.changed.is_set():
+                    continue
+                self._view.changed.clear()
+                woke = True
+                if self._leadership.is_leader and (side := self._side(busy, planned, pol)):
+                    beside.add(side)
+            for failed in await asyncio.gather(*beside, return_exceptions=True):
+                if isinstance(failed, Exception):  # its writes are planned again next round
+                    log.warning("a round beside another failed: %s", failed)
+        except BaseException:
+            for task in (carrying, *beside):
+                task.cancel()
+            raise
+        finally:
+            if woke:
+                self._view.changed.set()
+
+    def _side(
+        self, busy: set[str], planned: set[str], pol: policy.Policy
+    ) -> asyncio.Future[rounds.Done] | None:
+        """A round beside the one in flight for the disruptions not ``planned`` yet on nodes
+        not ``busy`` (``None``: none), begun; both sets then hold them."""
+        opened = [
+            r
+            for r in self._view.requests()
+            if r.id not in planned and r.node and r.node not in busy
+        ]
+        if not opened:
+            return None
+        nodes = frozenset(r.node for r in opened)
+        ids = frozenset(r.id for r in opened)
+        busy |= nodes
+        planned |= ids
+        shown = self._round.show(now=self._clock(), pol=pol)
+        cut = rounds.beside(shown, self._round.plan(shown), opened=ids, nodes=nodes)
+        log.debug("a round beside the one in flight for %s", ", ".join(sorted(ids)))
+        return asyncio.ensure_future(self._round.start(shown, cut, observe=False))
 
     async def _wait(self, wake: dt.datetime | None) -> None:
         timeout = RESYNC.total_seconds()
@@ -153,12 +230,11 @@ class Controller:
         return {r.id for r in self._view.requests()} != planned
 
     def _observe(self, done: rounds.Done) -> None:
-        memo = self._round.memo
         self.metrics.observe_round(
             result=done.result,
             outcomes=done.outcomes,
             requests=done.shown.requests,
             now=done.shown.now,
-            nodes_planned=len(memo.planned) if memo is not None else 0,
-            nodes_reused=memo.reused if memo is not None else 0,
+            nodes_planned=done.nodes_planned,
+            nodes_reused=done.nodes_reused,
         )

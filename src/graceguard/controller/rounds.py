@@ -8,13 +8,22 @@ simulator may not import the loop (``.importlinter``), so the round is here, bes
 
 A round's ``plan`` is the engine's (pure); its ``carry_out`` is the executor's, then the view's
 ``settle``: the next round is not planned from a cache that has not seen this one's writes.
+
+A round *beside* another (``beside``): while a round's writes are in flight, a disruption that
+opened since it planned, on a node that round does not touch, need not wait for it. The loop
+plans again and carries out only that disruption's first writes (``BESIDE``: its node's cordon
+and hold, its status, its pods' notices), on its node only. Nothing that spends a budget goes
+beside a round (an eviction, a forced delete), nor beside one that spends one: the view such a
+round plans from lacks the other's writes, and only a full round, planned once both are seen,
+decides who goes.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any
 
 from graceguard.controller import executor as ex
 from graceguard.controller import ports
@@ -36,6 +45,12 @@ _NODE_WRITES = act.Cordon | act.Uncordon | act.HoldNode
 _DISRUPTION_WRITES = (
     act.DrainComplete | act.CompleteHold | act.ReportDisruption | act.DeleteDisruption
 )
+
+
+BESIDE = (act.Cordon, act.HoldNode, act.ReportDisruption, act.PostNotice)
+"""What a round beside another carries out: a new disruption's first writes."""
+SPENDS = (act.Evict, act.ForceDelete)
+"""What spends a budget: a round that plans any of it has no round beside it."""
 
 
 def written_key(action: act.Action) -> str | None:
@@ -70,6 +85,9 @@ class Done:
     shown: Shown
     result: reconciler.Reconciliation
     outcomes: Sequence[ex.Outcome]
+    nodes_planned: int = 0
+    """The nodes its plan planned afresh (``engine.node_memo``), and those it reused."""
+    nodes_reused: int = 0
 
     @property
     def next_wakeup(self) -> dt.datetime | None:
@@ -81,6 +99,42 @@ class Done:
             return wake
         retry = self.shown.now + ex.NOTICE_RETRY
         return retry if wake is None else min(wake, retry)
+
+
+def _nodes_of(snapshot: cluster.Snapshot) -> dict[str, str]:
+    return {p.key: p.node for p in snapshot.pods if p.node}
+
+
+def touched_nodes(shown: Shown, result: reconciler.Reconciliation) -> frozenset[str]:
+    """The nodes a round planned disruptions on or acts on (a pod action: its pod's node)."""
+    nodes_of = _nodes_of(shown.snapshot)
+    touched = {r.node for r in shown.requests}
+    for action in result.actions:
+        pod = getattr(action, "pod", None)
+        node = nodes_of.get(pod.key) if isinstance(pod, act.PodRef) else getattr(action, "node", "")
+        if node:
+            touched.add(node)
+    return frozenset(touched)
+
+
+def beside(
+    shown: Shown,
+    result: reconciler.Reconciliation,
+    *,
+    opened: frozenset[str],
+    nodes: frozenset[str],
+) -> reconciler.Reconciliation:
+    """``result`` cut to what a round beside another may carry out: the ``BESIDE`` actions of
+    the disruptions ``opened``, on ``nodes`` (a notice: its pod on one of them)."""
+    nodes_of = _nodes_of(shown.snapshot)
+    kept: list[act.Action] = []
+    for action in result.actions:
+        if not isinstance(action, BESIDE) or action.request_id not in opened:
+            continue
+        node = nodes_of.get(action.pod.key) if isinstance(action, act.PostNotice) else action.node
+        if node in nodes:
+            kept.append(action)
+    return dataclasses.replace(result, actions=tuple(kept))
 
 
 class Round:
@@ -163,12 +217,33 @@ class Round:
         """The executor on ``result``'s actions, then wait until the view has seen what was
         written. Called in the same step as ``show`` (no await between): each Disruption's
         status is written only over the version read then, the one the round planned from."""
+        return await self.start(shown, result)
+
+    def start(
+        self, shown: Shown, result: reconciler.Reconciliation, *, observe: bool = True
+    ) -> Coroutine[Any, Any, Done]:
+        """``carry_out`` with the versions read now, before it is awaited (a task made of it
+        may first run a step later). ``observe``: ``False`` for a round beside another, whose
+        plan was cut (``beside``) and says nothing of the other nodes."""
         before = self._view.versions(
             [k for a in result.actions if (k := written_key(a)) is not None]
         )
+        memo = self.memo  # what the plan just made did, before a round beside plans again
+        counted = (len(memo.planned), memo.reused) if memo is not None else (0, 0)
+        return self._carry_out(shown, result, before, counted=counted, observe=observe)
+
+    async def _carry_out(
+        self,
+        shown: Shown,
+        result: reconciler.Reconciliation,
+        before: dict[str, str],
+        *,
+        counted: tuple[int, int],
+        observe: bool,
+    ) -> Done:
         outcomes = await self._executor.run(result.actions, now=shown.now, versions=before)
-        done = Done(shown, result, outcomes)
-        if self._observe is not None:
+        done = Done(shown, result, outcomes, *counted)
+        if observe and self._observe is not None:
             self._observe(done)
         written = {written_key(o.action) for o in outcomes if o.wrote}
         await self._view.settle({k: v for k, v in before.items() if k in written})
