@@ -30,14 +30,16 @@ BOTH = ["ProposedEviction", "ScheduledEviction"]
 
 
 class HeldCluster(SnapshotCluster):
-    """Writes on ``held`` (pod key) wait until ``let_go`` is set; ``written`` is set for each pod
-    key as its first write lands."""
+    """Writes on ``held`` (pod key) wait until ``let_go`` is set, and those on ``also`` until
+    ``let_also_go`` is; ``written`` is set for each pod key as its first write lands."""
 
-    def __init__(self, snapshot: cluster.Snapshot, *, held: str) -> None:
+    def __init__(self, snapshot: cluster.Snapshot, *, held: str, also: str = "") -> None:
         super().__init__(snapshot, clock=lambda: NOW)
         self.held = held
+        self.also = also
         self.holding = asyncio.Event()
         self.let_go = asyncio.Event()
+        self.let_also_go = asyncio.Event()
         self.written: dict[str, asyncio.Event] = {}
 
     def landed(self, key: str) -> asyncio.Event:
@@ -47,6 +49,8 @@ class HeldCluster(SnapshotCluster):
         if key == self.held:
             self.holding.set()
             await self.let_go.wait()
+        elif key == self.also:
+            await self.let_also_go.wait()
 
     async def write_pod(self, *, pod: act.PodRef, write: pod_writes.PodWrite) -> None:
         await self._hold(pod.key)
@@ -83,14 +87,15 @@ def _request(
 
 
 class Story:
-    """Pods ``a`` (held) and ``c`` on n1, ``b`` on n2; ``first`` open when the round begins."""
+    """Pods ``a`` (held) and ``c`` on n1, ``b`` on n2, ``d`` on n3; ``first`` open when the round
+    begins."""
 
-    def __init__(self, first: disruption.DisruptionRequest) -> None:
+    def __init__(self, first: disruption.DisruptionRequest, *, also: str = "") -> None:
         snap = cluster.Snapshot(
-            nodes=(cluster.Node("n1"), cluster.Node("n2")),
-            pods=(_pod("a", "n1"), _pod("c", "n1"), _pod("b", "n2")),
+            nodes=(cluster.Node("n1"), cluster.Node("n2"), cluster.Node("n3")),
+            pods=(_pod("a", "n1"), _pod("c", "n1"), _pod("b", "n2"), _pod("d", "n3")),
         )
-        self.fake = HeldCluster(snap, held="web/a")
+        self.fake = HeldCluster(snap, held="web/a", also=also)
         self.requests = [first]
         self.view = FakeView(self.fake, self.requests)  # type: ignore[arg-type]
         self.controller = loop.Controller(
@@ -134,8 +139,33 @@ def test_a_disruption_opened_during_a_round_is_told_before_that_round_ends() -> 
     asyncio.run(run())
     for key in ("web/a", "web/b", "web/c"):
         assert story.told(key) == BOTH, key
+    assert story.told("web/d") == []
     assert story.fake.evictions == []
     assert story.fake.cordoned_for == {"n1": "n1@node", "n2": "n2@node"}
+
+
+def test_one_round_beside_at_a_time_and_what_opened_meanwhile_goes_in_the_next() -> None:
+    """``b``'s round beside is stuck too: ``d``'s disruption, opened then, waits for it (not
+    for the first round), rather than a round beside per change (each plans the whole cluster)."""
+    story = Story(_request("n1"), also="web/b")
+
+    async def run() -> None:
+        first = await story.open_during_the_round(_request("n2"))
+        await asyncio.sleep(0.1)
+        story.requests.append(_request("n3"))
+        story.view.changed.set()
+        await asyncio.sleep(0.2)
+        assert story.told("web/d") == []
+        story.fake.let_also_go.set()
+        await asyncio.wait_for(story.fake.landed("web/d").wait(), WAIT)
+        assert not first.done()  # still stuck on a
+        story.fake.let_go.set()
+        await first
+        await story.controller.reconcile_once()
+
+    asyncio.run(run())
+    for key in ("web/a", "web/b", "web/c", "web/d"):
+        assert story.told(key) == BOTH, key
 
 
 def test_nothing_goes_beside_a_round_that_evicts() -> None:

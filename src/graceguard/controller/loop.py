@@ -146,9 +146,10 @@ class Controller:
     ) -> None:
         """Until ``carrying`` (the round planned from ``shown``) is done: on each change, the
         disruptions opened since, on nodes no round in flight touches, carried out in a round
-        beside it; then wait for those rounds too. None beside a round that spends a budget
-        (``rounds.SPENDS``). A change seen here is left marked for the loop, so the next full
-        round comes without waiting for another."""
+        beside it; then wait for those rounds too. One round beside at a time: what opens
+        while it is in flight goes in the next one, together (each plans the whole cluster
+        again). None beside a round that spends a budget (``rounds.SPENDS``). A change seen here
+        is left marked for the loop, so the next full round comes without waiting for another."""
         spends = any(isinstance(a, rounds.SPENDS) for a in result.actions)
         busy = set(rounds.touched_nodes(shown, result))
         planned = {r.id for r in shown.requests}
@@ -156,18 +157,8 @@ class Controller:
         woke = False
         try:
             while not carrying.done():
-                if spends:
-                    await asyncio.wait({carrying})
+                if not await self._changed_during(carrying, beside, spends=spends):
                     continue
-                change = asyncio.ensure_future(self._view.changed.wait())
-                waiting: set[asyncio.Future[Any]] = {carrying, change}
-                try:
-                    await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
-                finally:
-                    change.cancel()
-                if carrying.done() or not self._view.changed.is_set():
-                    continue
-                self._view.changed.clear()
                 woke = True
                 if self._leadership.is_leader and (side := self._side(busy, planned, pol)):
                     beside.add(side)
@@ -181,6 +172,30 @@ class Controller:
         finally:
             if woke:
                 self._view.changed.set()
+
+    async def _changed_during(
+        self,
+        carrying: asyncio.Future[rounds.Done],
+        beside: set[asyncio.Future[rounds.Done]],
+        *,
+        spends: bool,
+    ) -> bool:
+        """Wait until the round in flight ends, or the round beside in flight ends, or (neither
+        in flight beside, none spent) the view changes; whether it changed (then unmarked)."""
+        running = {t for t in beside if not t.done()}
+        if spends or running:
+            await asyncio.wait({carrying, *running}, return_when=asyncio.FIRST_COMPLETED)
+            return False
+        change = asyncio.ensure_future(self._view.changed.wait())
+        waiting: set[asyncio.Future[Any]] = {carrying, change}
+        try:
+            await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            change.cancel()
+        if carrying.done() or not self._view.changed.is_set():
+            return False
+        self._view.changed.clear()
+        return True
 
     def _side(
         self, busy: set[str], planned: set[str], pol: policy.Policy
