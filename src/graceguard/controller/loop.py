@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import datetime as dt
+import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -151,7 +152,9 @@ class Controller:
         again). None beside a round that spends a budget (``rounds.SPENDS``). A change seen here
         is left marked for the loop, so the next full round comes without waiting for another."""
         spends = any(isinstance(a, rounds.SPENDS) for a in result.actions)
-        busy = set(rounds.touched_nodes(shown, result))
+        # Read from the whole snapshot: only once a disruption opens during the round.
+        touched = functools.cache(lambda: rounds.touched_nodes(shown, result))
+        busy: set[str] = set()
         planned = {r.id for r in shown.requests}
         beside: set[asyncio.Future[rounds.Done]] = set()
         woke = False
@@ -160,7 +163,7 @@ class Controller:
                 if not await self._changed_during(carrying, beside, spends=spends):
                     continue
                 woke = True
-                if self._leadership.is_leader and (side := self._side(busy, planned, pol)):
+                if self._leadership.is_leader and (side := self._side(touched, busy, planned, pol)):
                     beside.add(side)
             for failed in await asyncio.gather(*beside, return_exceptions=True):
                 if isinstance(failed, Exception):  # its writes are planned again next round
@@ -198,15 +201,17 @@ class Controller:
         return True
 
     def _side(
-        self, busy: set[str], planned: set[str], pol: policy.Policy
+        self,
+        touched: Callable[[], frozenset[str]],
+        busy: set[str],
+        planned: set[str],
+        pol: policy.Policy,
     ) -> asyncio.Future[rounds.Done] | None:
         """A round beside the one in flight for the disruptions not ``planned`` yet on nodes
-        not ``busy`` (``None``: none), begun; both sets then hold them."""
-        opened = [
-            r
-            for r in self._view.requests()
-            if r.id not in planned and r.node and r.node not in busy
-        ]
+        neither it ``touched`` nor a round beside it made ``busy`` (``None``: none), begun; both
+        sets then hold them."""
+        fresh = [r for r in self._view.requests() if r.id not in planned and r.node]
+        opened = [r for r in fresh if r.node not in busy and r.node not in touched()]
         if not opened:
             return None
         nodes = frozenset(r.node for r in opened)

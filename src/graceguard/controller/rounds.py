@@ -105,15 +105,21 @@ def _nodes_of(snapshot: cluster.Snapshot) -> dict[str, str]:
     return {p.key: p.node for p in snapshot.pods if p.node}
 
 
+def _node_of(action: act.Action, nodes_of: dict[str, str]) -> str:
+    """The node an action is on: its pod's (``nodes_of``: pod key -> node), else its own
+    (empty: none, or a pod not in the snapshot)."""
+    pod = getattr(action, "pod", None)
+    if isinstance(pod, act.PodRef):
+        return nodes_of.get(pod.key, "")
+    node = getattr(action, "node", "")
+    return node if isinstance(node, str) else ""
+
+
 def touched_nodes(shown: Shown, result: reconciler.Reconciliation) -> frozenset[str]:
     """The nodes a round planned disruptions on or acts on (a pod action: its pod's node)."""
     nodes_of = _nodes_of(shown.snapshot)
     touched = {r.node for r in shown.requests}
-    for action in result.actions:
-        pod = getattr(action, "pod", None)
-        node = nodes_of.get(pod.key) if isinstance(pod, act.PodRef) else getattr(action, "node", "")
-        if node:
-            touched.add(node)
+    touched.update(node for a in result.actions if (node := _node_of(a, nodes_of)))
     return frozenset(touched)
 
 
@@ -127,13 +133,11 @@ def beside(
     """``result`` cut to what a round beside another may carry out: the ``BESIDE`` actions of
     the disruptions ``opened``, on ``nodes`` (a notice: its pod on one of them)."""
     nodes_of = _nodes_of(shown.snapshot)
-    kept: list[act.Action] = []
-    for action in result.actions:
-        if not isinstance(action, BESIDE) or action.request_id not in opened:
-            continue
-        node = nodes_of.get(action.pod.key) if isinstance(action, act.PostNotice) else action.node
-        if node in nodes:
-            kept.append(action)
+    kept = [
+        a
+        for a in result.actions
+        if isinstance(a, BESIDE) and a.request_id in opened and _node_of(a, nodes_of) in nodes
+    ]
     return dataclasses.replace(result, actions=tuple(kept))
 
 
