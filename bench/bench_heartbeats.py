@@ -133,8 +133,12 @@ class World:
         self.nodes[name] = dataclasses.replace(self.nodes[name], **changes)  # type: ignore[arg-type]
         self.dirty = True
 
-    async def cordon(self, *, node: str, request_id: str, read_version: str | None = None) -> None:
+    async def cordon(
+        self, *, node: str, request_id: str, read_version: str | None = None, hold: bool = False
+    ) -> None:
         self._node(node, unschedulable=True, cordoned_for=request_id)
+        if hold:
+            await self.hold_node(node=node, request_id=request_id)
 
     async def uncordon(self, *, node: str) -> None:
         self._node(node, unschedulable=False, cordoned_for=None)

@@ -1,8 +1,8 @@
-"""An Auto Scaling lifecycle notification cordons its node as it is handled, before any
-reconcile round (issue 22), on the real control plane: the interruption service with the
-controller's own Kubernetes adapters (the informers' view, the Disruption store, the writer)
-and no reconcile loop running. The same message without the early cordon leaves the node
-schedulable until a round plans it.
+"""An Auto Scaling lifecycle notification cordons and holds its node as it is handled, in one
+patch, before any reconcile round (issue 22), on the real control plane: the interruption
+service with the controller's own Kubernetes adapters (the informers' view, the Disruption
+store, the writer) and no reconcile loop running. The same message without the early cordon
+leaves the node schedulable and free to autoscalers until a round plans it.
 
 AWS is not what is under test here, so its two ports are answered in the test: the node the
 instance is (``InstanceNodes``: the kwok node, as ``spec.providerID`` would name it) and the
@@ -109,10 +109,13 @@ def test_a_lifecycle_notification_cordons_its_node_before_any_round(
     found = kube.get(Node, node)
     assert found.spec is not None and found.metadata is not None
     annotations = found.metadata.annotations or {}
-    if early:
+    if early:  # cordoned and held, in one patch
         assert found.spec.unschedulable is True
         assert annotations.get(ann.CORDONED_FOR) == verdict.request_id
+        assert annotations.get(ann.HELD_FOR) == verdict.request_id
+        assert annotations.get(ann.CA_SCALE_DOWN_DISABLED) == "true"
         assert "its node cordoned" in verdict.message
-    else:  # the loss without it: nothing cordoned until a round plans it
+    else:  # the loss without it: nothing cordoned or held until a round plans it
         assert not found.spec.unschedulable
         assert ann.CORDONED_FOR not in annotations
+        assert ann.HELD_FOR not in annotations and ann.CA_SCALE_DOWN_DISABLED not in annotations

@@ -42,6 +42,7 @@ import aws_messages as msg
 import controlplane
 import localports
 import motoserver
+from graceguard.domain import annotations as ann
 
 from . import graceguard_proc as gg
 from .conftest import NodeFactory
@@ -244,6 +245,16 @@ def _cordoned(kube: Client, node: str) -> bool:
     return bool(spec is not None and spec.unschedulable)
 
 
+def _held_for(kube: Client, node: str) -> str | None:
+    """The Disruption the node is held for (``graceguard.io/held-for``), while autoscalers
+    are told to leave it."""
+    meta = kube.get(Node, node).metadata
+    annotations = (meta.annotations if meta is not None else None) or {}
+    if annotations.get(ann.CA_SCALE_DOWN_DISABLED) != "true":
+        return None
+    return annotations.get(ann.HELD_FOR)
+
+
 def _queue_empty(queue: str) -> bool:
     attrs: Any = boto3.client("sqs").get_queue_attributes(
         QueueUrl=queue,
@@ -315,7 +326,7 @@ def test_desired_size_drop_is_held_until_the_long_pod_finished_with_notice(
         wait_until(
             lambda: gg.phase(_held(kube, victim) or {}) == "Held", timeout=30, what="phase Held"
         )
-        assert _cordoned(kube, victim)
+        assert _cordoned(kube, victim) and _held_for(kube, victim) == held["metadata"]["name"]
         wait_until(lambda: gg.drained(kube, victim), timeout=150, what="the held node drained")
         reasons = gg.reasons(kube, namespace, job)
         for expected in ("ProposedEviction", "ScheduledEviction", "Evicted"):

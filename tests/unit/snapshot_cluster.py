@@ -102,7 +102,9 @@ class SnapshotCluster:
     async def roll_out(self, *, workload: cluster.WorkloadRef, at: dt.datetime) -> None:
         self.rollouts.append((workload.key, at))
 
-    async def cordon(self, *, node: str, request_id: str, read_version: str | None = None) -> None:
+    async def cordon(
+        self, *, node: str, request_id: str, read_version: str | None = None, hold: bool = False
+    ) -> None:
         self.cordoned_for[node] = request_id
         self.snapshot = dataclasses.replace(
             self.snapshot,
@@ -113,6 +115,8 @@ class SnapshotCluster:
                 for n in self.snapshot.nodes
             ),
         )
+        if hold:
+            await self.hold_node(node=node, request_id=request_id)
 
     async def uncordon(self, *, node: str) -> None:
         self.snapshot = dataclasses.replace(

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import pytest
 
 import aws_messages as msg
-from graceguard.controller import aws_queue, early_cordon, executor, holds, loop, ports
+from graceguard.controller import aws_queue, early_cordon, executor, holds, loop, ports, rounds
 from graceguard.controller import interruptions as service
 from graceguard.domain import annotations as ann
 from graceguard.domain import cluster, disruption, interruptions, policy
@@ -155,14 +155,16 @@ class CountedCordons(SnapshotCluster):
 
     def __init__(self, snapshot: cluster.Snapshot) -> None:
         super().__init__(snapshot, clock=lambda: T0)
-        self.cordons: list[tuple[str, str, str | None]] = []
+        self.cordons: list[tuple[str, str, str | None, bool]] = []
         self.refuse = False
 
-    async def cordon(self, *, node: str, request_id: str, read_version: str | None = None) -> None:
-        self.cordons.append((node, request_id, read_version))
+    async def cordon(
+        self, *, node: str, request_id: str, read_version: str | None = None, hold: bool = False
+    ) -> None:
+        self.cordons.append((node, request_id, read_version, hold))
         if self.refuse:
             raise RuntimeError("the API server is unavailable")
-        await super().cordon(node=node, request_id=request_id, read_version=read_version)
+        await super().cordon(node=node, request_id=request_id, read_version=read_version, hold=hold)
 
 
 def _service(
@@ -226,7 +228,8 @@ async def test_an_opened_hold_cordons_its_node_at_once_and_a_redelivery_does_not
     verdict = await svc.handle(_lifecycle())
     request_id = verdict.request_id or ""
     assert verdict.disposition is service.Disposition.KEEP and request_id in found.objects
-    assert fake.cordons == [("n1", request_id, "7")] and fake.cordoned_for == {"n1": request_id}
+    assert fake.cordons == [("n1", request_id, "7", True)]
+    assert fake.cordoned_for == {"n1": request_id}
     assert "opened (its node cordoned)" in verdict.message
     again = await svc.handle(_lifecycle())
     assert "joined" in again.message and len(fake.cordons) == 1
@@ -252,6 +255,116 @@ async def test_a_node_cordoned_already_is_left_as_it_is() -> None:
     svc, _, _, fake = _service(early=True, nodes=(cluster.Node("n1", unschedulable=True),))
     verdict = await svc.handle(_lifecycle())
     assert verdict.disposition is service.Disposition.KEEP and fake.cordons == []
+
+
+async def test_the_early_cordon_holds_the_node_in_the_same_write() -> None:
+    """The hold the node's first round would write goes in the cordon's patch (one write, not
+    two); a node whose autoscalers are told to leave it already (by anyone) is cordoned only,
+    as that round would leave its hold alone."""
+    svc, _, _, fake = _service(early=True)
+    request_id = (await svc.handle(_lifecycle())).request_id or ""
+    held = next(n for n in fake.snapshot.nodes if n.name == "n1")
+    assert held.held_for == request_id and held.scale_down_disabled and held.unschedulable
+    assert [c[3] for c in fake.cordons] == [True]
+    left = cluster.Node("n1", scale_down_disabled=True)
+    svc, _, _, fake = _service(early=True, nodes=(left,))
+    await svc.handle(_lifecycle())
+    assert [c[3] for c in fake.cordons] == [False]
+    assert next(n for n in fake.snapshot.nodes if n.name == "n1").held_for is None
+
+
+def _early(
+    now: list[float],
+) -> tuple[early_cordon.EarlyCordon, CountedCordons, FakeDisruptions, disruption.DisruptionRequest]:
+    fake = CountedCordons(cluster.Snapshot(nodes=(cluster.Node("n1"),), pods=_pods()))
+    found = FakeDisruptions()
+    cordons = early_cordon.EarlyCordon(
+        nodes=CachedNodes(fake, found), cluster=fake, clock=lambda: now[0]
+    )
+    request = disruption.DisruptionRequest(
+        "asg-lifecycle-n1", "n1", "asg-scale-in", disruption.DisruptionClass.VOLUNTARY, T0
+    )
+    return cordons, fake, found, request
+
+
+def _held_for(fake: SnapshotCluster, node: str) -> str | None:
+    return next(n for n in fake.snapshot.nodes if n.name == node).held_for
+
+
+async def test_a_round_before_the_cache_shows_the_disruption_keeps_its_early_hold() -> None:
+    """Between the early patch and the new Disruption reaching the cache, a round sees a node
+    held for a Disruption it does not know: it keeps the hold while the early cordon names it
+    ``opening``. The same round without ``opening`` lets the hold go (what it does for a
+    Disruption gone while open), and the node's first round would hold it again: two writes
+    more, and autoscalers free to take the node in between."""
+    now = [100.0]
+    cordons, fake, found, request = _early(now)
+    assert await cordons.cordon(request)
+    assert _held_for(fake, "n1") == request.id and cordons.opening() == {request.id}
+
+    def round_(opening: bool) -> rounds.Round:
+        return rounds.Round(
+            view=FakeView(fake, []),  # type: ignore[arg-type]
+            executor=executor.Executor(cluster=fake),
+            opening=cordons.opening if opening else None,
+        )
+
+    await round_(opening=True).run(now=T0, pol=policy.DEFAULT)
+    assert _held_for(fake, "n1") == request.id
+    await round_(opening=False).run(now=T0, pol=policy.DEFAULT)
+    assert _held_for(fake, "n1") is None  # the loss without it
+    # Once the cache shows the Disruption, its round owns the hold: no longer opening.
+    await found.open_disruption(request)
+    assert cordons.opening() == frozenset()
+    # Its first round, on a node the early patch cordoned and held, writes neither again.
+    cordons, fake, found, request = _early(now)
+    assert await cordons.cordon(request)
+    first = rounds.Round(
+        view=FakeView(fake, [request]),  # type: ignore[arg-type]
+        executor=executor.Executor(cluster=fake),
+    )
+    done = await first.run(now=T0, pol=policy.DEFAULT)
+    assert any(isinstance(a, act.PostNotice) for a in done.result.actions)
+    assert not [a for a in done.result.actions if isinstance(a, act.Cordon | act.HoldNode)]
+
+
+async def test_an_early_hold_is_kept_a_minute_at_most_and_never_when_its_write_failed() -> None:
+    now = [100.0]
+    cordons, fake, _, request = _early(now)
+    assert await cordons.cordon(request)
+    now[0] += early_cordon.OPENING_SECONDS - 1
+    assert cordons.opening() == {request.id}
+    now[0] += 2  # its create never reached the cache: the next round lets the node go
+    assert cordons.opening() == frozenset()
+    cordons, fake, _, request = _early(now)
+    fake.refuse = True
+    assert not await cordons.cordon(request)
+    assert cordons.opening() == frozenset() and _held_for(fake, "n1") is None
+
+
+async def test_hold_for_is_the_first_round_s_hold() -> None:
+    """``engine.reconciler.hold_for``: the hold a node's first round writes when it has pods to
+    drain, and so what the queue writes with its early cordon: the most urgent whole-node
+    request's; none for a Failed node, a pod-scoped request alone, an unknown node, or one
+    whose autoscalers are told to leave it already."""
+
+    def request(
+        name: str,
+        klass: disruption.DisruptionClass = disruption.DisruptionClass.VOLUNTARY,
+        pod: str | None = None,
+    ) -> disruption.DisruptionRequest:
+        scope = disruption.Scope.POD if pod else disruption.Scope.NODE
+        return disruption.DisruptionRequest(name, "n1", "s", klass, T0, scope=scope, pod=pod)
+
+    whole, pod = request("whole"), request("pod", pod="ml/train")
+    node = cluster.Node("n1")
+    assert reconciler.hold_for([pod, whole], node) == act.HoldNode("n1", "whole")
+    assert reconciler.hold_for([pod], node) is None
+    assert reconciler.hold_for([whole], None) is None
+    assert reconciler.hold_for([whole], dataclasses.replace(node, scale_down_disabled=True)) is None
+    failed = request("failed", disruption.DisruptionClass.FAILED)
+    assert reconciler.hold_for([failed, whole], node) is None
+    assert reconciler.hold_for([], node) is None
 
 
 async def test_cordon_for_is_the_first_round_s_cordon() -> None:

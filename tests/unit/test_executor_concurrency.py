@@ -32,7 +32,9 @@ class InFlight(FakeCluster):
         await asyncio.sleep(0.001)
         self.now_in_flight -= 1
 
-    async def cordon(self, *, node: str, request_id: str, read_version: str | None = None) -> None:
+    async def cordon(
+        self, *, node: str, request_id: str, read_version: str | None = None, hold: bool = False
+    ) -> None:
         await self._write(node, "cordon")
 
     async def hold_node(self, *, node: str, request_id: str | None) -> None:
@@ -118,7 +120,9 @@ class SlowNode(InFlight):
         self.let_go = asyncio.Event()
         self.written: list[str] = []
 
-    async def cordon(self, *, node: str, request_id: str, read_version: str | None = None) -> None:
+    async def cordon(
+        self, *, node: str, request_id: str, read_version: str | None = None, hold: bool = False
+    ) -> None:
         if node == self.slow:
             await self.let_go.wait()
         self.written.append(f"cordon {node}")

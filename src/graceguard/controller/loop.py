@@ -69,8 +69,10 @@ class Controller:
         on_lead: Callable[[], Awaitable[None]] | None = None,
         evictor_quiet: dt.timedelta = takeovers.EVICTOR_QUIET,
         timer: Callable[[], float] = time.perf_counter,
+        opening: Callable[[], frozenset[str]] | None = None,
     ) -> None:
-        """``timer``: seconds on a monotonic clock, for each round's duration (the metrics')."""
+        """``timer``: seconds on a monotonic clock, for each round's duration (the metrics').
+        ``opening``: ``rounds.Round``'s."""
         self._timer = timer
         self._on_lead = on_lead
         self._took_over = False
@@ -83,7 +85,11 @@ class Controller:
         self.health = Health()
         self.metrics = metrics or controller_metrics.ControllerMetrics()
         self._round = rounds.Round(
-            view=view, executor=executor, observe=self._observe, evictor_quiet=evictor_quiet
+            view=view,
+            executor=executor,
+            observe=self._observe,
+            evictor_quiet=evictor_quiet,
+            opening=opening,
         )
         self._planned_for: Sequence[disruption.DisruptionRequest] | None = None
         """The open disruptions the last round planned (``None``: no round yet)."""

@@ -70,11 +70,15 @@ class ClusterWriter(EventPoster, Protocol):
     async def delete(self, *, pod: act.PodRef, grace_seconds: int) -> bool:
         """Delete past the budgets; ``False`` if the pod was already gone."""
 
-    async def cordon(self, *, node: str, request_id: str, read_version: str | None = None) -> None:
+    async def cordon(
+        self, *, node: str, request_id: str, read_version: str | None = None, hold: bool = False
+    ) -> None:
         """Mark the node unschedulable, and as cordoned by graceguard for ``request_id``
         (``domain.node_cordon``), unless it is unschedulable already. ``read_version``: the
         node's resourceVersion the round planned from (schedulable then): written over that
-        version without reading the node again; a node changed since is read again."""
+        version without reading the node again; a node changed since is read again. ``hold``:
+        in the same write, the node held for ``request_id`` as ``hold_node`` holds it (nothing
+        is held when nothing is cordoned)."""
 
     async def roll_out(self, *, workload: cluster.WorkloadRef, at: dt.datetime) -> None:
         """Roll the Deployment ``workload`` out with its own strategy: ``graceguard.io/restarted-at:

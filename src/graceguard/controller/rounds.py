@@ -76,6 +76,8 @@ class Shown:
     requests: Sequence[disruption.DisruptionRequest]
     finished: Sequence[tuple[str, dt.datetime]]
     rejected: Sequence[disruption.Rejected]
+    opening: frozenset[str] = frozenset()
+    """Disruptions being opened whose node is held for them already (``early_cordon``)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -154,11 +156,15 @@ class Round:
         drainer: str = disruption.CONTROLLER,
         project: bool = True,
         evictor_quiet: dt.timedelta = takeovers.EVICTOR_QUIET,
+        opening: Callable[[], frozenset[str]] | None = None,
     ) -> None:
         """``observe``: called with each round carried out, before its writes are waited for
         (the controller's metrics). ``drainer`` and ``project``: ``reconciler.reconcile``'s (a
         node agent draining its own node plans that node only and projects nothing: the
-        controller's protection projection stays the controller's)."""
+        controller's protection projection stays the controller's). ``opening``: the
+        Disruptions being opened whose node is held for them already
+        (``early_cordon.EarlyCordon.opening``)."""
+        self._opening = opening
         self._drainer = drainer
         self._evictor_quiet = evictor_quiet
         self._project = project
@@ -189,6 +195,7 @@ class Round:
             requests=view.requests(),
             finished=view.finished(),
             rejected=view.rejected(),
+            opening=self._opening() if self._opening is not None else frozenset(),
         )
 
     def reader(self, pol: policy.Policy) -> projection.ProtectionReader:
@@ -215,6 +222,7 @@ class Round:
             project=self._project,
             evictor_quiet=self._evictor_quiet,
             memo=self.memo,
+            opening=shown.opening,
         )
 
     async def carry_out(self, shown: Shown, result: reconciler.Reconciliation) -> Done:

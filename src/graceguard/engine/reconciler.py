@@ -7,7 +7,7 @@ import dataclasses
 import datetime as dt
 import enum
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from graceguard.domain import annotations as ann
 from graceguard.domain import (
@@ -99,6 +99,7 @@ def reconcile(
     drainer: str = disruption.CONTROLLER,
     evictor_quiet: dt.timedelta = takeovers.EVICTOR_QUIET,
     memo: node_memo.NodeMemo | None = None,
+    opening: Collection[str] = (),
 ) -> Reconciliation:
     """Plan every request and (with ``project``) protection across the cluster; report the
     ``rejected`` requests' problems in their status; delete ``finished`` ones (id, when they
@@ -112,7 +113,12 @@ def reconcile(
     only on budgets, ends (``engine.takeovers``).
 
     ``memo``: the plans the last rounds kept (``engine.node_memo``); a node whose plan still
-    holds is not planned again. The result is the same with or without it."""
+    holds is not planned again. The result is the same with or without it.
+
+    ``opening``: Disruptions being created whose node was held for them already (the
+    interruption queue's early cordon, ``hold_for``), which ``requests`` may not show yet: a
+    node held for one of them keeps its hold. Any other hold whose Disruption is not open is
+    let go."""
     idx = snapshot if isinstance(snapshot, index.ClusterIndex) else index.build(snapshot, pol)
     reader = reader or projection.ProtectionReader.of(pol)
     reader.see_namespaces(idx.snapshot.namespaces)  # protect[].namespaceSelector
@@ -145,7 +151,7 @@ def reconcile(
     plans.extend(nodes.plans)
     wake.at_least(nodes.wake.at, now)
     for held in idx.snapshot.nodes:
-        if held.held_for is not None and held.name not in by_node:
+        if held.held_for is not None and held.name not in by_node and held.held_for not in opening:
             out.append(act.HoldNode(held.name, None))  # its disruption went away
     for bad in rejected:
         status = disruption.DisruptionStatus(disruption.Phase.PENDING, message=bad.problem)
@@ -394,6 +400,23 @@ def cordon_for(
     return act.Cordon(node.name, whole.id)
 
 
+def hold_for(
+    requests: Sequence[disruption.DisruptionRequest], node: cluster.Node | None
+) -> act.HoldNode | None:
+    """The hold a node's drain takes while it has pods to drain, for the first of ``requests``
+    that covers the whole node: ``None`` when ``cordon_for`` would cordon for none of them (none
+    covers the node, the most urgent is ``Failed``, the node is unknown), or when autoscalers
+    are told to leave the node already (``scale-down-disabled``, by anyone). A node's rounds
+    plan it once it has live pods; the interruption queue writes it with its early cordon
+    (``controller.early_cordon``)."""
+    if not requests or requests[0].disruption_class is disruption.DisruptionClass.FAILED:
+        return None
+    whole = next((r for r in requests if r.scope is not disruption.Scope.POD), None)
+    if whole is None or node is None or node.scale_down_disabled:
+        return None
+    return act.HoldNode(node.name, whole.id)
+
+
 def _urgency(r: disruption.DisruptionRequest) -> tuple[int, dt.datetime, dt.datetime, str]:
     never = dt.datetime.max.replace(tzinfo=dt.UTC)
     return (_SEVERITY[r.disruption_class], r.effective_deadline or never, r.requested_at, r.id)
@@ -465,11 +488,10 @@ class _NodePlanner:
             return
         if self.companions:
             live = [*live, *self.companions]  # their gangs go with this node's pods
-        cordon = next((r for r in self.requests if r.scope is not disruption.Scope.POD), None)
         if (first := cordon_for(self.requests, node)) is not None:
             self.out.append(first)
-        if cordon is not None and node is not None and live and not node.scale_down_disabled:
-            self.out.append(act.HoldNode(self.node, cordon.id))
+        if live and (hold := hold_for(self.requests, node)) is not None:
+            self.out.append(hold)
         phase_list = self.pol.priority_phases
         by_phase: dict[int, list[cluster.Pod]] = defaultdict(list)
         for pod in live:

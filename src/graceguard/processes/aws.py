@@ -33,6 +33,8 @@ class Wired:
     tasks: dict[str, supervisor.Task]
     cleanups: list[supervisor.Cleanup]
     worker: aws_queue.QueueWorker
+    cordons: early_cordon.EarlyCordon
+    """The queue's early cordons, whose holds not yet in the cache the rounds keep."""
 
 
 def _clock() -> dt.datetime:
@@ -55,6 +57,7 @@ def wire(
     # connections paid for a TLS handshake (bench_sqs_to_cordon's profile, issue 22).
     found = kube_disruptions.DisruptionStore(writes, cache=view.disruptions.store)
     keeper = holds.AsgHoldKeeper(autoscaling=hooks, records=found, clock=_clock)
+    cordons = early_cordon.EarlyCordon(nodes=view, cluster=writer)
     worker = aws_queue.QueueWorker(
         queue=sqs.SqsQueue(calls, url=options.queue_url),
         interruptions=interruptions.Interruptions(
@@ -65,7 +68,7 @@ def wire(
             view=view,
             clock=_clock,
             causes=activities.ScalingActivities(calls),
-            cordons=early_cordon.EarlyCordon(nodes=view, cluster=writer),
+            cordons=cordons,
         ),
         disruptions=found,
         leadership=leadership,
@@ -83,4 +86,5 @@ def wire(
         tasks={"aws-queue": worker.run, "aws-settle": worker.settle_run},
         cleanups=[close],
         worker=worker,
+        cordons=cordons,
     )

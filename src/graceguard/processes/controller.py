@@ -15,6 +15,7 @@ import asyncio
 import dataclasses
 import datetime as dt
 import pathlib
+from collections.abc import Callable
 
 from graceguard.adapters import ledger as ledger_store
 from graceguard.adapters import notify_http, probes
@@ -221,6 +222,7 @@ def _services(
         notifier=notifier,
         counted=counted,
         holds=wired.holds if wired is not None else None,
+        opening=wired.cordons.opening if wired is not None else None,
         log_lines=log_lines,
         window_evictions=window_evictions,
         evictor_quiet=evictor_quiet,
@@ -238,6 +240,7 @@ def _reconcile_loop(
     notifier: notify.Notifier,
     counted: metrics.ControllerMetrics,
     holds: ports.HoldKeeper | None,
+    opening: Callable[[], frozenset[str]] | None,
     log_lines: int,
     window_evictions: str | None,
     evictor_quiet: dt.timedelta,
@@ -277,6 +280,7 @@ def _reconcile_loop(
         policy_reporter=policy_status.PolicyStatusWriter(io.client, instance=io.identity),
         on_policy=lambda pol: notifier.set_sinks(pol.notify),
         metrics=counted,
+        opening=opening,
     )
 
 

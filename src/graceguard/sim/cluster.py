@@ -115,10 +115,14 @@ class SimCluster:
             self.changes += 1
         return True
 
-    async def cordon(self, *, node: str, request_id: str, read_version: str | None = None) -> None:
+    async def cordon(
+        self, *, node: str, request_id: str, read_version: str | None = None, hold: bool = False
+    ) -> None:
         found = self.world.nodes.get(node)
         if self.world.fleet.cordon(node, self.world.now, GRACEGUARD) and found is not None:
             found.annotations = {**found.annotations, ann.CORDONED_FOR: request_id}
+            if hold:
+                found.annotations = node_hold.merged(found.annotations, request_id=request_id)
             self.changes += 1
 
     async def uncordon(self, *, node: str) -> None:

@@ -18,7 +18,7 @@ from lightkube.types import PatchType
 
 from graceguard.adapters.kube import client as kube_client
 from graceguard.adapters.kube import resources, written
-from graceguard.domain import node_cordon
+from graceguard.domain import node_cordon, node_hold
 
 ATTEMPTS = 5
 
@@ -38,15 +38,25 @@ def unschedulable_set_by(metadata: Mapping[str, Any]) -> frozenset[str]:
 
 
 async def cordon(
-    client: lightkube.AsyncClient, *, node: str, request_id: str, read_version: str | None = None
+    client: lightkube.AsyncClient,
+    *,
+    node: str,
+    request_id: str,
+    read_version: str | None = None,
+    hold: bool = False,
 ) -> str | None:
     """Cordon ``node`` for ``request_id`` with graceguard's mark: the node's resourceVersion
     after the cordon (``""`` if the answer had none), ``None`` when it was cordoned already (by
     anyone: left as it is, not marked). ``read_version``: a resourceVersion at which the node
     was known schedulable (the caller's cache): the first patch goes over it without a read; a
-    node changed since (409) is read and checked as without it."""
+    node changed since (409) is read and checked as without it. ``hold``: the node held for
+    ``request_id`` too (``domain.node_hold``) in the same patch; nothing is held when nothing
+    is cordoned."""
+    annotations = node_cordon.annotation_changes(request_id=request_id)
+    if hold:
+        annotations.update(node_hold.annotation_changes(request_id=request_id))
     if read_version:
-        made = await _cordon_over(client, node, request_id, read_version)
+        made = await _cordon_over(client, node, annotations, read_version)
         if made is not None:
             return made
     for _ in range(ATTEMPTS):
@@ -54,21 +64,19 @@ async def cordon(
         if (doc.get("spec") or {}).get("unschedulable"):
             return None
         version = doc["metadata"]["resourceVersion"]
-        if (made := await _cordon_over(client, node, request_id, version)) is not None:
+        if (made := await _cordon_over(client, node, annotations, version)) is not None:
             return made
     raise RuntimeError(f"node {node} kept changing under the cordon ({ATTEMPTS} conflicts)")
 
 
 async def _cordon_over(
-    client: lightkube.AsyncClient, node: str, request_id: str, version: str
+    client: lightkube.AsyncClient, node: str, annotations: Mapping[str, str | None], version: str
 ) -> str | None:
-    """The cordon and graceguard's mark in one patch over ``version``: the node's version
-    after it (``""`` if the answer had none); ``None`` on a conflict (the node changed since)."""
+    """The cordon and ``annotations`` (graceguard's mark, maybe the hold) in one patch over
+    ``version``: the node's version after it (``""`` if the answer had none); ``None`` on a
+    conflict (the node changed since)."""
     patch = {
-        "metadata": {
-            "resourceVersion": version,
-            "annotations": node_cordon.annotation_changes(request_id=request_id),
-        },
+        "metadata": {"resourceVersion": version, "annotations": dict(annotations)},
         "spec": {"unschedulable": True},
     }
     try:

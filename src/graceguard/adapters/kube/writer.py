@@ -204,12 +204,19 @@ class LightkubeWriter:
             raise
         return True
 
-    async def cordon(self, *, node: str, request_id: str, read_version: str | None = None) -> None:
-        """Marked as graceguard's, and only when nobody had cordoned it (``cordons.cordon``)."""
+    async def cordon(
+        self, *, node: str, request_id: str, read_version: str | None = None, hold: bool = False
+    ) -> None:
+        """Marked as graceguard's, and only when nobody had cordoned it (``cordons.cordon``),
+        held in the same patch with ``hold``."""
         await self._tracked(
             f"node:{node}",
             lambda: cordons.cordon(
-                self._client, node=node, request_id=request_id, read_version=read_version
+                self._client,
+                node=node,
+                request_id=request_id,
+                read_version=read_version,
+                hold=hold,
             ),
             version=lambda made: made or None,  # None: cordoned already, nothing written
         )
