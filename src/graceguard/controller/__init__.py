@@ -6,8 +6,8 @@ need going, through ports. From the top (the layers ``.importlinter`` keeps insi
   which the simulator runs too, over its own ports (``sim/view.py``, ``sim/cluster.py``);
 - ``recording``: the ledger, fed with graceguard's evictions (and the pod's last log lines,
   ``logs``) and every termination; ``aws_queue``: the AWS interruption queue's consumer, each
-  message's effect decided in ``interruptions``, whose node ``early_cordon`` cordons before
-  the round comes; ``deadlines``: the deadlines nodes announce
+  message's effect decided in ``interruptions``, whose node ``early_cordon`` cordons and holds
+  before the round comes; ``deadlines``: the deadlines nodes announce
   (Karpenter's NodeClaim expiry and termination timestamp, ``graceguard.io/expires-at``,
   ``MaintenancePlanned``) opened as imminent Disruptions;
 - ``notify``: the policy's notify sinks; ``metrics``: what the rounds did, for Prometheus;

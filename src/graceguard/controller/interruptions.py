@@ -30,8 +30,8 @@
 - A body that cannot be read: left on the queue (not deleted), so the queue's redrive policy
   moves it to the dead-letter queue after its ``maxReceiveCount``; the log line says why.
 
-A new Disruption's node is cordoned as it is opened (``early_cordon``), as its first round
-would, without waiting for that round (issue 22); the round plans the rest.
+A new Disruption's node is cordoned and held as it is opened (``early_cordon``), as its first
+round would, without waiting for that round (issue 22); the round plans the rest.
 
 Redelivery is idempotent: a Disruption's name is derived from the source, the node and the
 minute of the event's own time, so the same message opens nothing new (409, joined).
@@ -96,8 +96,8 @@ class Interruptions:
         cause_seconds: float = CAUSE_SECONDS,
         cordons: early_cordon.EarlyCordon | None = None,
     ) -> None:
-        """``cordons``: a new Disruption's node cordoned as it is opened, before its round
-        (``None``: by its round only)."""
+        """``cordons``: a new Disruption's node cordoned and held as it is opened, before its
+        round (``None``: by its round only)."""
         self._cordons = cordons
         self._causes = causes
         self._cause_seconds = cause_seconds
