@@ -119,6 +119,15 @@ class Story:
         return [reason for pod, reason, _ in self.fake.events if pod == key]
 
 
+def beside(story: Story) -> tuple[float | None, float | None]:
+    """``graceguard_reconcile_rounds_beside_total`` and ``..._disruptions_beside_total``."""
+    registry = story.controller.metrics.registry
+    return (
+        registry.get_sample_value("graceguard_reconcile_rounds_beside_total"),
+        registry.get_sample_value("graceguard_reconcile_disruptions_beside_total"),
+    )
+
+
 def test_a_disruption_opened_during_a_round_is_told_before_that_round_ends() -> None:
     story = Story(_request("n1"))
 
@@ -133,6 +142,7 @@ def test_a_disruption_opened_during_a_round_is_told_before_that_round_ends() -> 
         # The round counts the nodes its own plan planned (n1), not the round beside's (n1, n2).
         planned = story.controller.metrics.round_nodes.labels(how="planned")
         assert planned._value.get() == 1
+        assert beside(story) == (1, 1)  # one round beside, for n2's disruption
         for _ in range(2):  # the rounds after plan from what both wrote
             await story.controller.reconcile_once()
 
@@ -166,6 +176,7 @@ def test_one_round_beside_at_a_time_and_what_opened_meanwhile_goes_in_the_next()
     asyncio.run(run())
     for key in ("web/a", "web/b", "web/c", "web/d"):
         assert story.told(key) == BOTH, key
+    assert beside(story) == (2, 2)
 
 
 def test_nothing_goes_beside_a_round_that_evicts() -> None:
@@ -185,6 +196,7 @@ def test_nothing_goes_beside_a_round_that_evicts() -> None:
     asyncio.run(run())
     assert ("web/a", 30) in story.fake.evictions
     assert story.told("web/b") == BOTH
+    assert beside(story) == (0, 0)
 
 
 def test_a_disruption_on_a_node_the_round_touches_waits_for_it() -> None:

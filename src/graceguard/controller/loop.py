@@ -227,6 +227,8 @@ class Controller:
         shown = self._round.show(now=self._clock(), pol=pol)
         cut = rounds.beside(shown, self._round.plan(shown), opened=ids, nodes=nodes)
         log.debug("a round beside the one in flight for %s", ", ".join(sorted(ids)))
+        self.metrics.rounds_beside.inc()
+        self.metrics.disruptions_beside.inc(len(ids))
         return asyncio.ensure_future(self._round.start(shown, cut, observe=False))
 
     async def _wait(self, wake: dt.datetime | None) -> None:

@@ -60,6 +60,18 @@ class ControllerMetrics:
             ["how"],
             registry=self.registry,
         )
+        self.rounds_beside = prom.Counter(
+            "graceguard_reconcile_rounds_beside",
+            "Rounds run beside a round whose writes were in flight, for the disruptions opened "
+            "meanwhile on nodes it did not touch (their first writes: cordon, hold, status, "
+            "notices; controller.loop).",
+            registry=self.registry,
+        )
+        self.disruptions_beside = prom.Counter(
+            "graceguard_reconcile_disruptions_beside",
+            "Disruptions whose first writes went in a round beside another rather than after it.",
+            registry=self.registry,
+        )
         self.round_seconds = prom.Histogram(
             "graceguard_reconcile_round_seconds",
             "Wall time of a reconcile round: the snapshot, the plan, the writes and the wait "
