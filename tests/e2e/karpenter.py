@@ -23,13 +23,13 @@ from typing import Any
 from lightkube import ApiError, Client
 from lightkube.generic_resource import create_global_resource
 from lightkube.models.core_v1 import Toleration
-from lightkube.resources.core_v1 import Node
+from lightkube.resources.core_v1 import Node, Pod
 
 import controlplane
 
 from . import apiserver_audit
 from . import graceguard_proc as gg
-from .kube import TEST_LABEL
+from .kube import TEST_LABEL, get_or_none, wait_until
 
 NodePool = create_global_resource("karpenter.sh", "v1", "NodePool", "nodepools")
 NodeClaim = create_global_resource("karpenter.sh", "v1", "NodeClaim", "nodeclaims")
@@ -42,9 +42,22 @@ ACCOUNT = ("kube-system", "karpenter")
 TERMINATION = "karpenter.sh/nodeclaim-termination-timestamp"
 
 
-def toleration() -> Toleration:
-    """What a test's pod needs to run on its NodePool's nodes."""
-    return Toleration(key=POOL_TAINT, operator="Exists", effect="NoSchedule")
+UNREGISTERED_TAINT = "karpenter.sh/unregistered"
+"""NoExecute on a Karpenter node until its NodeClaim registers (karpenter v1.15.0,
+``pkg/apis/v1/taints.go``; the kwok provider creates its nodes with it)."""
+
+
+def tolerations() -> list[Toleration]:
+    """What a test's pod needs to run on its NodePool's nodes: the pool's own taint, and
+    Karpenter's ``unregistered`` one. Without the second, a loaded machine lost the pod the
+    moment it was bound: the scheduler bound it once registration lifted the taint, and
+    kube-controller-manager's taint-eviction controller, whose node cache still had the taint,
+    deleted it ("Deleting pod" in taint_eviction.go, 18 ms after "registered nodeclaim"); the
+    story then ran with a pod already going."""
+    return [
+        Toleration(key=POOL_TAINT, operator="Exists", effect="NoSchedule"),
+        Toleration(key=UNREGISTERED_TAINT, operator="Exists", effect="NoExecute"),
+    ]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,7 +65,7 @@ class Pool:
     name: str
     """The NodePool's (and KWOKNodeClass's) name: the test's namespace."""
     node_selector: Mapping[str, str]
-    """Pods with this nodeSelector (and ``toleration()``) run on the pool's nodes only."""
+    """Pods with this nodeSelector (and ``tolerations()``) run on the pool's nodes only."""
     log: pathlib.Path
 
 
@@ -163,15 +176,50 @@ def _claims(kube: Client, pool: str) -> list[str]:
     ]
 
 
+REGISTERED = "karpenter.sh/registered"
+"""The label Karpenter puts on a node as it registers it (the same patch lifts the
+``unregistered`` taint and adds the NodeClaim as the node's owner)."""
+
+
+def running_on_registered_node(
+    kube: Client, namespace: str, name: str, *, timeout: float = 90, interval: float = 0.1
+) -> str:
+    """Wait until the pod runs on a node Karpenter has registered (``claim_of`` finds its
+    NodeClaim from then on); the node's name. A pod being deleted by then fails at once: its
+    story cannot be told (``tolerations`` says how that happened)."""
+
+    def probe() -> str | None:
+        p = get_or_none(kube, Pod, name, namespace)
+        if p is None or p.status is None or p.status.phase != "Running" or p.spec is None:
+            return None
+        assert p.metadata is not None and p.metadata.deletionTimestamp is None, (
+            f"{name} is being deleted before its story began"
+        )
+        try:
+            node = kube.get(Node, p.spec.nodeName or "")
+        except ApiError as err:
+            if err.status.code == 404:
+                return None
+            raise
+        labels = (node.metadata.labels if node.metadata else None) or {}
+        return p.spec.nodeName if labels.get(REGISTERED) == "true" else None
+
+    return wait_until(
+        probe, timeout=timeout, what=f"Karpenter to run {name} on a node", interval=interval
+    )
+
+
 def claim_of(kube: Client, node: str) -> dict[str, Any] | None:
     """The NodeClaim that owns ``node`` (the node's ``ownerReferences``), or None.
 
     Not the NodeClaim whose ``status.nodeName`` is ``node``: Karpenter (v1.15.0,
     ``pkg/controllers/nodeclaim/lifecycle``) registers a node by one patch of the Node that adds
     the owner reference and removes its ``karpenter.sh/unregistered`` taint, so pods may run
-    there from then on, and writes the NodeClaim's ``status.nodeName`` only in the status patch
-    at the end of that reconcile. A test that looked the claim up by ``status.nodeName`` as soon
-    as its pod ran found none now and then (a cold two-worker run of ``make e2e``)."""
+    there from then on (a test's pods tolerate that taint and may run earlier:
+    ``running_on_registered_node`` waits for the registration), and writes the NodeClaim's
+    ``status.nodeName`` only in the status patch at the end of that reconcile. A test that
+    looked the claim up by ``status.nodeName`` as soon as its pod ran found none now and then
+    (a cold two-worker run of ``make e2e``)."""
     try:
         found = kube.get(Node, node)
     except ApiError as err:

@@ -38,24 +38,8 @@ def job_pod(
     name: str, pool: karpenter.Pool, *, grace: int, annotations: dict[str, str] | None = None
 ) -> Pod:
     spec = pod_spec(grace_seconds=grace, cpu="1", node_selector=pool.node_selector)
-    spec.tolerations = [karpenter.toleration()]
+    spec.tolerations = karpenter.tolerations()
     return Pod(metadata=ObjectMeta(name=name, annotations=annotations or {}), spec=spec)
-
-
-def running_on_pool_node(kube: Client, namespace: str, name: str, *, timeout: float = 90) -> str:
-    """Wait until Karpenter has made a node for the pod and it runs there; the node's name, within
-    a few milliseconds of kwok starting the pod (its NodeClaim may not name the node yet:
-    ``karpenter.claim_of``)."""
-
-    def probe() -> str | None:
-        p = get_or_none(kube, Pod, name, namespace)
-        if p is None or p.status is None or p.status.phase != "Running" or p.spec is None:
-            return None
-        return p.spec.nodeName
-
-    return wait_until(
-        probe, timeout=timeout, what=f"Karpenter to run {name} on a node", interval=0.01
-    )
 
 
 def termination_time(kube: Client, node: str, *, timeout: float = 90) -> datetime.datetime:
@@ -94,7 +78,7 @@ def test_expiry_deletes_a_do_not_disrupt_pod_at_its_deadline_minus_grace(
             "work", pool, grace=GRACE, annotations={"karpenter.sh/do-not-disrupt": "true"}
         )
         kube.create(pod, namespace=namespace)
-        node = running_on_pool_node(kube, namespace, "work")
+        node = karpenter.running_on_registered_node(kube, namespace, "work", interval=0.01)
         deadline = termination_time(kube, node)
 
         def deleting() -> Pod | None:
@@ -279,7 +263,7 @@ def test_with_graceguard_every_pod_leaves_with_its_grace_before_karpenters_expir
         nodes: dict[str, str] = {}
         expiry: dict[str, datetime.datetime] = {}
         for name in ("job", "long"):  # its NodeClaim read the instant the pod runs
-            nodes[name] = running_on_pool_node(kube, namespace, name)
+            nodes[name] = karpenter.running_on_registered_node(kube, namespace, name, interval=0.01)
             expiry[name] = expiry_of(control_plane, kube, pool, nodes[name])
         nodes["huge"] = _bound(kube, namespace, "huge")
         expiry["huge"] = expiry_of(control_plane, kube, pool, nodes["huge"])

@@ -67,18 +67,8 @@ def _pod(
     name: str, pool: karpenter.Pool, *, cpu: str, grace: int, annotations: dict[str, str]
 ) -> Pod:
     spec = pod_spec(grace_seconds=grace, cpu=cpu, node_selector=pool.node_selector)
-    spec.tolerations = [karpenter.toleration()]
+    spec.tolerations = karpenter.tolerations()
     return Pod(metadata=ObjectMeta(name=name, annotations=annotations), spec=spec)
-
-
-def _running_node(kube: Client, namespace: str, name: str, *, timeout: float = 90) -> str:
-    def probe() -> str | None:
-        p = get_or_none(kube, Pod, name, namespace)
-        if p is None or p.status is None or p.status.phase != "Running" or p.spec is None:
-            return None
-        return p.spec.nodeName
-
-    return wait_until(probe, timeout=timeout, what=f"Karpenter to run {name} on a node")
 
 
 def _started(kube: Client, namespace: str, name: str) -> datetime.datetime:
@@ -102,8 +92,10 @@ def _under_used_node(
     kube.create(
         _pod(name, pool, cpu="250m", grace=GRACE, annotations=annotations), namespace=namespace
     )
-    node = _running_node(kube, namespace, name)
-    assert _running_node(kube, namespace, "big") == node, "both pods on one node"
+    node = karpenter.running_on_registered_node(kube, namespace, name)
+    assert karpenter.running_on_registered_node(kube, namespace, "big") == node, (
+        "both pods on one node"
+    )
     before()
     kube.delete(Pod, "big", namespace=namespace, grace_period=0)
     return node
@@ -334,7 +326,7 @@ def _drifting_node(
     kube.create(
         _pod("work", pool, cpu="250m", grace=GRACE, annotations=annotations), namespace=namespace
     )
-    node = _running_node(kube, namespace, "work")
+    node = karpenter.running_on_registered_node(kube, namespace, "work")
     before()
     patch = {"spec": {"template": {"metadata": {"labels": {"graceguard.test/drift": "1"}}}}}
     done = control_plane.kubectl(
