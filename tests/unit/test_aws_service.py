@@ -342,53 +342,35 @@ async def test_an_early_hold_is_kept_a_minute_at_most_and_never_when_its_write_f
     assert cordons.opening() == frozenset() and _held_for(fake, "n1") is None
 
 
-async def test_hold_for_is_the_first_round_s_hold() -> None:
-    """``engine.reconciler.hold_for``: the hold a node's first round writes when it has pods to
-    drain, and so what the queue writes with its early cordon: the most urgent whole-node
-    request's; none for a Failed node, a pod-scoped request alone, an unknown node, or one
-    whose autoscalers are told to leave it already."""
-
-    def request(
-        name: str,
-        klass: disruption.DisruptionClass = disruption.DisruptionClass.VOLUNTARY,
-        pod: str | None = None,
-    ) -> disruption.DisruptionRequest:
-        scope = disruption.Scope.POD if pod else disruption.Scope.NODE
-        return disruption.DisruptionRequest(name, "n1", "s", klass, T0, scope=scope, pod=pod)
-
-    whole, pod = request("whole"), request("pod", pod="ml/train")
-    node = cluster.Node("n1")
-    assert reconciler.hold_for([pod, whole], node) == act.HoldNode("n1", "whole")
-    assert reconciler.hold_for([pod], node) is None
-    assert reconciler.hold_for([whole], None) is None
-    assert reconciler.hold_for([whole], dataclasses.replace(node, scale_down_disabled=True)) is None
-    failed = request("failed", disruption.DisruptionClass.FAILED)
-    assert reconciler.hold_for([failed, whole], node) is None
-    assert reconciler.hold_for([], node) is None
+def _on_n1(
+    name: str,
+    klass: disruption.DisruptionClass = disruption.DisruptionClass.VOLUNTARY,
+    pod: str | None = None,
+) -> disruption.DisruptionRequest:
+    scope = disruption.Scope.POD if pod else disruption.Scope.NODE
+    return disruption.DisruptionRequest(name, "n1", "s", klass, T0, scope=scope, pod=pod)
 
 
-async def test_cordon_for_is_the_first_round_s_cordon() -> None:
-    """``engine.reconciler.cordon_for``: what a node's first round cordons, and so what the
-    queue cordons early: the most urgent whole-node request's; none for a Failed node, a
-    pod-scoped request alone, an unknown node or one unschedulable already."""
-
-    def request(
-        name: str,
-        klass: disruption.DisruptionClass = disruption.DisruptionClass.VOLUNTARY,
-        pod: str | None = None,
-    ) -> disruption.DisruptionRequest:
-        scope = disruption.Scope.POD if pod else disruption.Scope.NODE
-        return disruption.DisruptionRequest(name, "n1", "s", klass, T0, scope=scope, pod=pod)
-
-    whole, pod = request("whole"), request("pod", pod="ml/train")
+async def test_cordon_for_and_hold_for_are_the_first_round_s() -> None:
+    """``engine.reconciler.cordon_for`` and ``hold_for``: what a node's first round cordons and
+    holds (once it has pods to drain), and so what the queue writes early: for the most urgent
+    whole-node request; neither for a Failed node, a pod-scoped request alone or an unknown
+    node; no cordon on a node unschedulable already, no hold on one whose autoscalers are told
+    to leave it already."""
+    whole, pod = _on_n1("whole"), _on_n1("pod", pod="ml/train")
+    failed = _on_n1("failed", disruption.DisruptionClass.FAILED)
     node = cluster.Node("n1")
     assert reconciler.cordon_for([pod, whole], node) == act.Cordon("n1", "whole")
-    assert reconciler.cordon_for([pod], node) is None
-    assert reconciler.cordon_for([whole], None) is None
-    assert reconciler.cordon_for([whole], dataclasses.replace(node, unschedulable=True)) is None
-    failed = request("failed", disruption.DisruptionClass.FAILED)
-    assert reconciler.cordon_for([failed, whole], node) is None
-    assert reconciler.cordon_for([], node) is None
+    assert reconciler.hold_for([pod, whole], node) == act.HoldNode("n1", "whole")
+    for requests, on in (([pod], node), ([whole], None), ([failed, whole], node), ([], node)):
+        assert reconciler.cordon_for(requests, on) is None
+        assert reconciler.hold_for(requests, on) is None
+    cordoned = dataclasses.replace(node, unschedulable=True)
+    assert reconciler.cordon_for([whole], cordoned) is None
+    assert reconciler.hold_for([whole], cordoned) == act.HoldNode("n1", "whole")
+    left = dataclasses.replace(node, scale_down_disabled=True)
+    assert reconciler.cordon_for([whole], left) == act.Cordon("n1", "whole")
+    assert reconciler.hold_for([whole], left) is None
 
 
 async def test_the_scaling_activitys_cause_names_the_source_and_is_the_reason() -> None:

@@ -392,9 +392,7 @@ def cordon_for(
     gone or NotReady: nothing to protect), or when the node is unknown or unschedulable already.
     A node's first round plans it (``plan_node``), and the interruption queue writes it just
     before it creates the Disruption (``controller.early_cordon``), before that round comes."""
-    if not requests or requests[0].disruption_class is disruption.DisruptionClass.FAILED:
-        return None
-    whole = next((r for r in requests if r.scope is not disruption.Scope.POD), None)
+    whole = _whole_node(requests)
     if whole is None or node is None or node.unschedulable:
         return None
     return act.Cordon(node.name, whole.id)
@@ -409,12 +407,20 @@ def hold_for(
     are told to leave the node already (``scale-down-disabled``, by anyone). A node's rounds
     plan it once it has live pods; the interruption queue writes it with its early cordon
     (``controller.early_cordon``)."""
-    if not requests or requests[0].disruption_class is disruption.DisruptionClass.FAILED:
-        return None
-    whole = next((r for r in requests if r.scope is not disruption.Scope.POD), None)
+    whole = _whole_node(requests)
     if whole is None or node is None or node.scale_down_disabled:
         return None
     return act.HoldNode(node.name, whole.id)
+
+
+def _whole_node(
+    requests: Sequence[disruption.DisruptionRequest],
+) -> disruption.DisruptionRequest | None:
+    """The first of ``requests`` (most urgent first) that covers the whole node, unless the most
+    urgent is ``Failed`` (a node gone or NotReady: nothing to protect)."""
+    if not requests or requests[0].disruption_class is disruption.DisruptionClass.FAILED:
+        return None
+    return next((r for r in requests if r.scope is not disruption.Scope.POD), None)
 
 
 def _urgency(r: disruption.DisruptionRequest) -> tuple[int, dt.datetime, dt.datetime, str]:
