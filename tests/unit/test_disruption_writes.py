@@ -18,7 +18,7 @@ import logging
 import pytest
 
 from graceguard.controller import executor, ports
-from graceguard.domain import cluster, disruption
+from graceguard.domain import cluster, disruption, node_cordon, node_hold
 from graceguard.engine import actions as act
 from graceguard.sim.cluster import SimCluster
 from graceguard.sim.requests import OpenRequest
@@ -126,6 +126,17 @@ def _sim() -> tuple[World, SimCluster]:
     released: list[dt.datetime] = []
     world.requests.open(OpenRequest(request, on_release=released.append), NOW)
     return world, SimCluster(world)
+
+
+def test_the_simulator_holds_a_node_in_its_cordon_only_when_asked() -> None:
+    """``ClusterWriter.cordon(hold=True)`` as the simulator applies it: the cordon's mark and
+    the hold (``node_hold``'s mapping) in one write; without ``hold`` the node is not held."""
+    for hold in (True, False):
+        world, sim = _sim()
+        asyncio.run(sim.cordon(node="n1", request_id=ID, hold=hold))
+        annotations = world.nodes["n1"].annotations
+        assert node_cordon.cordoned_for(annotations) == ID
+        assert node_hold.read(annotations) == ((True, ID) if hold else (False, None))
 
 
 def test_the_simulator_never_overwrites_a_finished_phase() -> None:

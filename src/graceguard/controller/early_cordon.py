@@ -8,7 +8,8 @@ Before the create, not after: the round that the new Disruption wakes then finds
 cordoned and held for it and plans neither (after it, that round raced the cordon and paid a
 conflict and a read for it). Only for a Disruption the cache does not know yet: a redelivered
 message's Disruption, open or finished, is left as its rounds left it. A create that fails
-leaves the node cordoned for the Disruption the message's next delivery opens.
+leaves the node cordoned for the Disruption the message's next delivery opens (and held for a
+minute at most: ``opening``).
 
 A round that comes between the patch and the Disruption reaching the cache would let go of a
 hold whose Disruption it does not know (one gone while open). ``opening`` names the
