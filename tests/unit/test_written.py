@@ -39,6 +39,23 @@ def test_the_watch_event_before_the_answer_is_not_missed() -> None:
     assert not writes.pending("node:n1")
 
 
+def test_a_patch_that_changed_nothing_is_seen_in_the_version_the_informer_shows() -> None:
+    """A no-op patch (a round planned from a cache a moment old holds a node the interruption
+    queue held already) is answered with the version the object had; the informer applied it
+    before the write began, and no event for it comes again. It is seen in the version the
+    informer shows (``showing``), not waited for until ``settle`` gives up."""
+    writes = written.Writes()
+    writes.observed("node:n1", version="9", going=False)  # the queue's patch, already applied
+    hold = writes.begin("node:n1")
+    writes.answered(hold, version="9")
+    assert writes.pending("node:n1")  # no event will say so
+    assert writes.pending("node:n1", showing="8")  # the informer shows an older one
+    assert not writes.pending("node:n1", showing="9")
+    eviction = writes.begin("pod:ns/a", going=True)
+    writes.answered(eviction, version="5")
+    assert writes.pending("pod:ns/a", showing="5")  # going: only the pod going counts
+
+
 def test_a_pod_written_twice_waits_for_the_second_write() -> None:
     writes = written.Writes()
     notice = writes.begin("pod:ns/a")

@@ -410,7 +410,8 @@ class ClusterView:
             pending = [
                 key
                 for key, rv in before.items()
-                if self._current(key) == rv or (writes is not None and writes.pending(key))
+                if (now := self._current(key)) == rv
+                or (writes is not None and writes.pending(key, showing=now))
             ]
             if not pending:
                 return True

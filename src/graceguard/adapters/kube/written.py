@@ -7,7 +7,9 @@ then its eviction) can show its first write while its second is still on the way
 planned from that cache would evict it again. So each write is tracked by what it made:
 
 - a patch by the ``resourceVersion`` the API server answered with, seen when the informer applies
-  that very version (versions are opaque: they are never compared, only matched);
+  that very version, or shows it already (versions are opaque: they are never compared, only
+  matched). A patch that changed nothing is answered with the version the object had, which the
+  informer may have applied before the write began: no event for it comes again;
 - an eviction or a delete by the object going: seen when the informer shows the pod with a
   ``deletionTimestamp``, or its deletion.
 
@@ -107,14 +109,17 @@ class Writes:
                 if write.sent and write.sent_at < began:
                     self._close(write)
 
-    def pending(self, key: str) -> bool:
-        """Whether a write of ``key`` is in flight or not yet seen by its informer."""
+    def pending(self, key: str, *, showing: str | None = None) -> bool:
+        """Whether a write of ``key`` is in flight or not yet seen by its informer; ``showing``:
+        the version the informer shows now (a patch answered with it is seen)."""
         open_writes = self._open.get(key)
         if not open_writes:
             return False
         now = self._clock()
         for write in list(open_writes):
-            if now - write.begun >= FORGET_SECONDS:
+            if showing is not None and write.sent and not write.going and write.version == showing:
+                self._close(write)
+            elif now - write.begun >= FORGET_SECONDS:
                 log.warning(
                     "a write of %s was not seen by its informer in %.0fs; forgotten",
                     key,
