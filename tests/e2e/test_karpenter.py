@@ -262,7 +262,7 @@ def test_with_graceguard_every_pod_leaves_with_its_grace_before_karpenters_expir
             kube.create(pod, namespace=namespace)
         nodes: dict[str, str] = {}
         expiry: dict[str, datetime.datetime] = {}
-        for name in ("job", "long"):  # its NodeClaim read the instant the pod runs
+        for name in ("job", "long"):  # its NodeClaim read once the pod runs on a registered node
             nodes[name] = karpenter.running_on_registered_node(kube, namespace, name, interval=0.01)
             expiry[name] = expiry_of(control_plane, kube, pool, nodes[name])
         nodes["huge"] = _bound(kube, namespace, "huge")
