@@ -29,7 +29,7 @@ import controlplane
 
 from . import apiserver_audit
 from . import graceguard_proc as gg
-from .kube import TEST_LABEL, get_or_none, wait_until
+from .kube import TEST_LABEL, get_or_none, node_or_none, wait_until
 
 NodePool = create_global_resource("karpenter.sh", "v1", "NodePool", "nodepools")
 NodeClaim = create_global_resource("karpenter.sh", "v1", "NodeClaim", "nodeclaims")
@@ -195,13 +195,8 @@ def running_on_registered_node(
         assert p.metadata is not None and p.metadata.deletionTimestamp is None, (
             f"{name} is being deleted before its story began"
         )
-        try:
-            node = kube.get(Node, p.spec.nodeName or "")
-        except ApiError as err:
-            if err.status.code == 404:
-                return None
-            raise
-        labels = (node.metadata.labels if node.metadata else None) or {}
+        node = node_or_none(kube, p.spec.nodeName or "")
+        labels = (node.metadata.labels if node and node.metadata else None) or {}
         return p.spec.nodeName if labels.get(REGISTERED) == "true" else None
 
     return wait_until(
@@ -220,12 +215,9 @@ def claim_of(kube: Client, node: str) -> dict[str, Any] | None:
     ``status.nodeName`` only in the status patch at the end of that reconcile. A test that
     looked the claim up by ``status.nodeName`` as soon as its pod ran found none now and then
     (a cold two-worker run of ``make e2e``)."""
-    try:
-        found = kube.get(Node, node)
-    except ApiError as err:
-        if err.status.code == 404:
-            return None
-        raise
+    found = node_or_none(kube, node)
+    if found is None:
+        return None
     owners = (found.metadata.ownerReferences or []) if found.metadata else []
     for owner in owners:
         if owner.kind == "NodeClaim" and owner.apiVersion.startswith("karpenter.sh/"):

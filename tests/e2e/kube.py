@@ -56,6 +56,16 @@ def get_or_none(kube: Client, res: type[Pod], name: str, namespace: str) -> Pod 
         raise
 
 
+def node_or_none(kube: Client, name: str) -> Node | None:
+    """The node, or ``None`` when there is none of that name (``get_or_none`` for nodes)."""
+    try:
+        return kube.get(Node, name)
+    except ApiError as err:
+        if err.status.code == 404:
+            return None
+        raise
+
+
 def condition(pod: Pod, kind: str) -> str | None:
     """The status ("True"/"False") of the pod condition ``kind``, if set."""
     for c in (pod.status.conditions or []) if pod.status else []:
@@ -197,6 +207,7 @@ __all__ = [
     "get_or_none",
     "is_running_ready",
     "kwok_node",
+    "node_or_none",
     "node_ready",
     "pod",
     "pod_spec",

@@ -34,26 +34,16 @@ import time
 from collections.abc import Callable, Iterator
 
 import pytest
-from lightkube import ALL_NS, ApiError, Client
+from lightkube import ALL_NS, Client
 from lightkube.models.meta_v1 import ObjectMeta
-from lightkube.resources.core_v1 import Event, Node, Pod
+from lightkube.resources.core_v1 import Event, Pod
 
 import controlplane
 
 from . import conftest, karpenter
 from . import graceguard_proc as gg
 from . import webhook_install as wi
-from .kube import get_or_none, pod_spec, wait_until
-
-
-def _node(kube: Client, name: str) -> Node | None:
-    try:
-        return kube.get(Node, name)
-    except ApiError as err:
-        if err.status.code == 404:
-            return None
-        raise
-
+from .kube import get_or_none, node_or_none, pod_spec, wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -120,7 +110,7 @@ def _disrupting(kube: Client, node: str) -> bool:
     Underutilized``), or the node being deleted."""
     if any(r == "DisruptionTerminating" for r, _ in _node_events(kube, node)):
         return True
-    found = _node(kube, node)
+    found = node_or_none(kube, node)
     return found is None or bool(found.metadata and found.metadata.deletionTimestamp)
 
 
@@ -303,7 +293,7 @@ def test_with_graceguard_karpenters_consolidation_drain_is_taken_over(
         assert reasons.count("ScheduledEviction") == 1, reasons
         assert len(gg.disruptions(kube, node)) == 1
         wait_until(
-            lambda: _node(kube, node) is None,
+            lambda: node_or_none(kube, node) is None,
             timeout=GRACE + 60,
             what="Karpenter to remove the node",
         )
