@@ -257,6 +257,10 @@ async def test_a_node_cordoned_already_is_left_as_it_is() -> None:
     assert verdict.disposition is service.Disposition.KEEP and fake.cordons == []
 
 
+def _held_for(fake: SnapshotCluster, node: str) -> str | None:
+    return next(n for n in fake.snapshot.nodes if n.name == node).held_for
+
+
 async def test_the_early_cordon_holds_the_node_in_the_same_write() -> None:
     """The hold the node's first round would write goes in the cordon's patch (one write, not
     two); a node whose autoscalers are told to leave it already (by anyone) is cordoned only,
@@ -270,7 +274,7 @@ async def test_the_early_cordon_holds_the_node_in_the_same_write() -> None:
     svc, _, _, fake = _service(early=True, nodes=(left,))
     await svc.handle(_lifecycle())
     assert [c[3] for c in fake.cordons] == [False]
-    assert next(n for n in fake.snapshot.nodes if n.name == "n1").held_for is None
+    assert _held_for(fake, "n1") is None
 
 
 def _early(
@@ -285,10 +289,6 @@ def _early(
         "asg-lifecycle-n1", "n1", "asg-scale-in", disruption.DisruptionClass.VOLUNTARY, T0
     )
     return cordons, fake, found, request
-
-
-def _held_for(fake: SnapshotCluster, node: str) -> str | None:
-    return next(n for n in fake.snapshot.nodes if n.name == node).held_for
 
 
 async def test_a_round_before_the_cache_shows_the_disruption_keeps_its_early_hold() -> None:
