@@ -27,9 +27,11 @@ Then the highest rate the webhook sustains on its one core: rising rates, ``STEP
 until fewer than 98 % of the offered requests are answered in time or p99 passes 100 ms.
 
 ``GG_BENCH_NO_CHURN=1`` leaves the facts alone after the first build (a quiet cluster), to see
-what the rebuilds cost. ``GG_BENCH_PYSPY=FILE`` samples the webhook process with py-spy (if
-installed) during the rounds and writes its flat profile to FILE; ``GG_BENCH_NO_STEPS=1`` skips
-the rising rates.
+what the rebuilds cost; ``GG_BENCH_NO_REPORTS=1`` gives the service no event port, so refusals
+leave no ``EvictionBlocked`` to make and post after the answer, to see what the reports cost (with
+both, what is left is the review's own CPU beside the HTTP stack's). ``GG_BENCH_PYSPY=FILE``
+samples the webhook process with py-spy (if installed) during the rounds and writes its flat
+profile to FILE; ``GG_BENCH_NO_STEPS=1`` skips the rising rates.
 
 Where the webhook's extra time goes, printed beside the rounds: ``review_cpu_us``, the CPU a
 review takes inside ``AdmissionService.review`` (parsing, the decision, the answer; the HTTP and
@@ -179,7 +181,7 @@ async def _serve_webhook(port: int, cert: pathlib.Path, key: pathlib.Path) -> No
     started = time.monotonic()
     service = _TimedService(
         state=state,
-        events=Events(),
+        events=None if os.environ.get("GG_BENCH_NO_REPORTS") else Events(),
         denials=None,
         trusted=frozenset({"system:serviceaccount:graceguard-system:graceguard"}),
         failure_policy=FailurePolicy.FAIL,
