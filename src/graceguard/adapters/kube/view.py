@@ -227,6 +227,8 @@ class ClusterView:
             changed=self.changed,
             writes=("node", writes) if writes is not None else None,
         )
+        if writes is not None:
+            writes.shown_by(self._current)
         self.namespaces = Informer(
             client=client,
             resource=resources.Namespace,
@@ -410,8 +412,7 @@ class ClusterView:
             pending = [
                 key
                 for key, rv in before.items()
-                if (now := self._current(key)) == rv
-                or (writes is not None and writes.pending(key, showing=now))
+                if self._current(key) == rv or (writes is not None and writes.pending(key))
             ]
             if not pending:
                 return True

@@ -7,14 +7,17 @@ then its eviction) can show its first write while its second is still on the way
 planned from that cache would evict it again. So each write is tracked by what it made:
 
 - a patch by the ``resourceVersion`` the API server answered with, seen when the informer applies
-  that very version, or shows it already (versions are opaque: they are never compared, only
-  matched). A patch that changed nothing is answered with the version the object had, which the
-  informer may have applied before the write began: no event for it comes again;
+  that very version, or showed it as the write began (versions are opaque: they are never
+  compared, only matched). A patch that changed nothing is answered with the version the object
+  had, which the informer may have applied before the write began: no event for it comes again,
+  and by the time the round waits, someone else's write (kube-controller-manager's, a kubelet's)
+  may have replaced it in the cache;
 - an eviction or a delete by the object going: seen when the informer shows the pod with a
   ``deletionTimestamp``, or its deletion.
 
-A write is registered before it is sent (``begin``), so a watch event that arrives before the
-answer is not missed. A relist sees everything answered before it began: it settles those writes
+A write is registered before it is sent (``begin``), with the version the informer shows then
+(``shown_by``: the view's lookup), so a watch event that arrives before the answer is not
+missed. A relist sees everything answered before it began: it settles those writes
 of its kind. A write not seen within ``FORGET_SECONDS`` is dropped with a warning (its object is not
 watched, or the watch lost it): ``settle``'s own timeout bounds a round's wait, this bounds the
 memory.
@@ -46,6 +49,8 @@ class Write:
     begun: float
     version: str | None = None
     """The version the API server answered with (``None`` while in flight)."""
+    shown: str | None = None
+    """The version the informer showed as the write began (``None``: none, or not known)."""
     sent: bool = False
     sent_at: float = 0.0
     seen: set[str] = dataclasses.field(default_factory=set)
@@ -54,20 +59,29 @@ class Write:
     """Whether the informer showed the object going (or gone) since ``begin``."""
 
     def done(self) -> bool:
-        """Sent, and what it made seen."""
+        """Sent, and what it made seen: the object going, or the version it was answered with
+        applied since it began or shown as it began (a patch that changed nothing)."""
         if not self.sent:
             return False
-        return self.went if self.going else self.version is None or self.version in self.seen
+        if self.going:
+            return self.went
+        return self.version is None or self.version in self.seen or self.version == self.shown
 
 
 class Writes:
     def __init__(self, *, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
         self._open: dict[str, list[Write]] = {}
+        self._shown: Callable[[str], str | None] = lambda _key: None
+
+    def shown_by(self, lookup: Callable[[str], str | None]) -> None:
+        """Where ``begin`` reads the version the informers show for a key (the view's, once its
+        informers exist; none before)."""
+        self._shown = lookup
 
     def begin(self, key: str, *, going: bool = False) -> Write:
         """A write of ``key`` about to be sent."""
-        write = Write(key=key, going=going, begun=self._clock())
+        write = Write(key=key, going=going, begun=self._clock(), shown=self._shown(key))
         self._open.setdefault(key, []).append(write)
         return write
 
@@ -109,17 +123,14 @@ class Writes:
                 if write.sent and write.sent_at < began:
                     self._close(write)
 
-    def pending(self, key: str, *, showing: str | None = None) -> bool:
-        """Whether a write of ``key`` is in flight or not yet seen by its informer; ``showing``:
-        the version the informer shows now (a patch answered with it is seen)."""
+    def pending(self, key: str) -> bool:
+        """Whether a write of ``key`` is in flight or not yet seen by its informer."""
         open_writes = self._open.get(key)
         if not open_writes:
             return False
         now = self._clock()
         for write in list(open_writes):
-            if showing is not None and write.sent and not write.going and write.version == showing:
-                self._close(write)
-            elif now - write.begun >= FORGET_SECONDS:
+            if now - write.begun >= FORGET_SECONDS:
                 log.warning(
                     "a write of %s was not seen by its informer in %.0fs; forgotten",
                     key,
