@@ -47,23 +47,23 @@ def wait_until(
         time.sleep(interval)
 
 
-def get_or_none(kube: Client, res: type[Pod], name: str, namespace: str) -> Pod | None:
+def _or_none(read: Callable[[], T]) -> T | None:
+    """``read()``, or ``None`` when the API server answers 404 (the object is not there)."""
     try:
-        return kube.get(res, name, namespace=namespace)
+        return read()
     except ApiError as err:
         if err.status.code == 404:
             return None
         raise
+
+
+def get_or_none(kube: Client, res: type[Pod], name: str, namespace: str) -> Pod | None:
+    return _or_none(lambda: kube.get(res, name, namespace=namespace))
 
 
 def node_or_none(kube: Client, name: str) -> Node | None:
     """The node, or ``None`` when there is none of that name (``get_or_none`` for nodes)."""
-    try:
-        return kube.get(Node, name)
-    except ApiError as err:
-        if err.status.code == 404:
-            return None
-        raise
+    return _or_none(lambda: kube.get(Node, name))
 
 
 def condition(pod: Pod, kind: str) -> str | None:
