@@ -38,6 +38,12 @@ Measured:
   opening left in the webhook; the first retry, 10 s in, can still meet the controller's burst
   of notices on the machine, and meets the webhook writing the storm's reports, which a takeover
   holds back for 10 s: ``webhook.service.TAKEOVER_REPORT_DELAY``).
+  ``cpu_us_per_review``: each server process's CPU during its own bursts over the reviews it
+  answered, and ``cpu_per_review_ratio``, the webhook's over the trivial server's. The webhook's
+  includes whatever else it did meanwhile (opening the takeovers, its informers reading the
+  controller's writes, the reports due). Where ``p99_ratio`` is well above this ratio, other
+  processes (the control plane, the controller: they are not pinned) took the servers' core
+  from them in their turns; where the two are close, the webhook's own CPU is the difference.
 * ``ceiling`` (issue 22, ``bench/ceiling.py``): the writes graceguard made from the storm's start
   until every pod had its ``ProposedEviction`` (``writes_until_all_proposed``, from the API
   server's audit log, graceguard's own requests only, up to the moment the watcher received the
@@ -489,10 +495,57 @@ def latency_figures(answers: list[Answered]) -> dict[str, Any]:
     }
 
 
+@dataclasses.dataclass
+class Servers:
+    """The two servers a round is sent to, each on its keep-alive connections, and the CPU
+    their processes took in their own bursts."""
+
+    conns: dict[str, list[wl.Connection]]
+    pids: dict[str, int]
+    cpu: dict[str, float] = dataclasses.field(default_factory=dict)
+
+    async def turns(
+        self, r: int, batch: list[tuple[str, bytes]]
+    ) -> tuple[list[Answered], list[Answered]]:
+        """Round ``r`` to the webhook and to the trivial server, one after the other: the storm
+        starts with the webhook, then each goes first in turn."""
+        if r % 2 == 0:
+            hook = await self.turn("webhook", batch)
+            return hook, await self.turn("trivial", batch)
+        triv = await self.turn("trivial", batch)
+        return await self.turn("webhook", batch), triv
+
+    async def turn(self, mode: str, batch: list[tuple[str, bytes]]) -> list[Answered]:
+        """One burst at ``mode``'s server, its CPU counted."""
+        used = kwokbench.cpu_seconds(self.pids[mode])
+        answers = await burst(self.conns[mode], batch)
+        self.cpu[mode] = self.cpu.get(mode, 0.0) + kwokbench.cpu_seconds(self.pids[mode]) - used
+        return answers
+
+    def cpu_us_per_review(self, answered: dict[str, list[Answered]]) -> dict[str, int | None]:
+        return {
+            mode: round(self.cpu.get(mode, 0.0) / len(answered[mode]) * 1e6)
+            if answered[mode]
+            else None
+            for mode in self.conns
+        }
+
+    def close(self) -> None:
+        for c in (c for cs in self.conns.values() for c in cs):
+            c.writer.close()
+
+
 async def storm(
-    cp: controlplane.ControlPlane, ca: pathlib.Path, ports: dict[str, int]
+    cp: controlplane.ControlPlane,
+    ca: pathlib.Path,
+    ports: dict[str, int],
+    pids: dict[str, int],
 ) -> dict[str, Any]:
-    conns = {mode: await wl._connect(port, ca, CONNECTIONS) for mode, port in ports.items()}
+    """The storm's rounds against both servers (``ports`` by mode); ``pids``: each server's
+    process, whose CPU in its bursts is counted."""
+    servers = Servers(
+        {mode: await wl._connect(port, ca, CONNECTIONS) for mode, port in ports.items()}, pids
+    )
     uid = 0
 
     def items(pods: list[str]) -> list[tuple[str, bytes]]:
@@ -505,7 +558,7 @@ async def storm(
 
     # Warm up both servers' connections with reviews of a pod that does not exist.
     for mode in ports:
-        await burst(conns[mode], items(["no-such-pod"] * (2 * CONNECTIONS)))
+        await burst(servers.conns[mode], items(["no-such-pod"] * (2 * CONNECTIONS)))
     await taint_all(cp)
     kwokbench.log(f"{NODES} nodes tainted {TAINT}")
     await asyncio.sleep(TAINT_SETTLE)
@@ -525,12 +578,7 @@ async def storm(
         due = start + r * RETRY_EVERY
         await asyncio.sleep(max(0.0, due - time.monotonic()))
         batch = items(pending)
-        if r % 2 == 0:  # the storm starts with the webhook; then each goes first in turn
-            hook = await burst(conns["webhook"], batch)
-            triv = await burst(conns["trivial"], batch)
-        else:
-            triv = await burst(conns["trivial"], batch)
-            hook = await burst(conns["webhook"], batch)
+        hook, triv = await servers.turns(r, batch)
         answered["webhook"] += hook
         answered["trivial"] += triv
         if r > 0:
@@ -555,10 +603,10 @@ async def storm(
         r += 1
         if r * RETRY_EVERY > RETRY_FOR:
             break
-    for c in (c for cs in conns.values() for c in cs):
-        c.writer.close()
+    servers.close()
     return {
         "answered": answered,
+        "cpu_us_per_review": servers.cpu_us_per_review(answered),
         "rounds": rounds,
         "first_refused": first_refused,
         "storm_start": start,
@@ -639,7 +687,14 @@ def run(workdir: pathlib.Path) -> dict[str, Any]:
                 CpuSampler({**cp.pids, "controller": controller.pid, "webhook": hook.process.pid}),
                 Spy(controller),
             )
-            measured = asyncio.run(storm(cp, ca, {"webhook": hook.port, "trivial": trivial_port}))
+            measured = asyncio.run(
+                storm(
+                    cp,
+                    ca,
+                    {"webhook": hook.port, "trivial": trivial_port},
+                    {"webhook": hook.process.pid, "trivial": trivial.pid},
+                )
+            )
             pods = set(all_pods())
             deadline = time.monotonic() + WAIT_AFTER
             counted: dict[str, ceiling.Moment] = {}
@@ -742,6 +797,8 @@ def main() -> None:
         else None
     )
     takeover = takeover_figures(found)
+    cpu = found["cpu_us_per_review"]
+    cpu_ratio = cpu["webhook"] / cpu["trivial"] if cpu["webhook"] and cpu["trivial"] else None
     bare: ceiling.Ceiling | None = found["ceiling"]
     retries = {
         mode: latency_figures(found["answered"][f"{mode}_retries"]).get("p99_ms")
@@ -770,6 +827,8 @@ def main() -> None:
             "service_p99_ratio": round(service_ratio, 2) if service_ratio is not None else None,
             "retries_p99_ms": retries,
             "retries_p99_ratio": round(retries_ratio, 2) if retries_ratio is not None else None,
+            "cpu_us_per_review": cpu,
+            "cpu_per_review_ratio": round(cpu_ratio, 2) if cpu_ratio is not None else None,
             "writes_until_all_proposed": ceiling.printable(found["writes"].get(PROPOSED, {})),
             "writes_until_all_scheduled": ceiling.printable(found["writes"].get(SCHEDULED, {})),
             "others_writes_until_all_proposed": ceiling.printable(found["others_writes"]),
