@@ -41,9 +41,9 @@ Measured:
   ``cpu_us_per_review``: each server process's CPU during its own bursts over the reviews it
   answered, and ``cpu_per_review_ratio``, the webhook's over the trivial server's. The webhook's
   includes whatever else it did meanwhile (opening the takeovers, its informers reading the
-  controller's writes, the reports due). Where ``p99_ratio`` is well above this ratio, other
-  processes (the control plane, the controller: they are not pinned) took the servers' core
-  from them in their turns; where the two are close, the webhook's own CPU is the difference.
+  controller's writes, the reports due). ``p99_ratio`` also counts the other processes (the
+  control plane, the controller: they are not pinned) that take the servers' core in their
+  turns, mostly in the first round, which sets the p99; this ratio counts the servers' own work.
 * ``ceiling`` (issue 22, ``bench/ceiling.py``): the writes graceguard made from the storm's start
   until every pod had its ``ProposedEviction`` (``writes_until_all_proposed``, from the API
   server's audit log, graceguard's own requests only, up to the moment the watcher received the
